@@ -1,0 +1,1 @@
+"""Floodgate: a desktop chat app for local language models."""

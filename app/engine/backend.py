@@ -1,0 +1,112 @@
+"""What every engine offers the worker: open a model, stream a reply, honour Stop."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, TypedDict
+
+from app.engine.stop import StopSignal
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["done", "length", "stopped", "error"]
+
+
+class ChatMessage(TypedDict):
+    """One turn as the model's chat template receives it."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a model is opened.
+
+    Attributes:
+        n_ctx: context window in tokens.
+        n_threads: CPU threads llama.cpp computes with.
+        n_batch: prompt tokens evaluated per llama_decode call during prefill.
+    """
+
+    n_ctx: int = 4096
+    n_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    n_batch: int = 512
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling settings for one reply. ``temperature == 0`` means greedy."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    max_tokens: int = 2048
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the window shows about the open model."""
+
+    path: Path
+    name: str
+    n_ctx: int
+    has_chat_template: bool
+    chat_format: str
+
+
+@dataclass
+class GenerationReport:
+    """Filled in by the engine while a reply is generated; read after it ends.
+
+    Attributes:
+        finish: why the reply ended.
+        error: a sentence for the user when ``finish == "error"``.
+        prompt_tokens: tokens in the prompt that was sent.
+        pieces: text pieces yielded (about one per token).
+        first_piece_at: ``time.perf_counter()`` when the first piece was yielded.
+        compute_ended_at: ``time.perf_counter()`` when the last llama_decode returned.
+    """
+
+    finish: FinishReason = "done"
+    error: str = ""
+    prompt_tokens: int = 0
+    pieces: int = 0
+    first_piece_at: float | None = None
+    compute_ended_at: float | None = None
+
+
+class Backend(Protocol):
+    """An open model that streams replies. Used by one thread only: the worker."""
+
+    @property
+    def info(self) -> ModelInfo:
+        """Metadata of the open model."""
+        ...
+
+    def stream_reply(
+        self,
+        messages: Sequence[ChatMessage],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        report: GenerationReport,
+    ) -> Generator[str, None, None]:
+        """Yield the reply to ``messages`` piece by piece.
+
+        Ends early, without raising, once ``stop`` is set (also in the middle of prompt
+        processing). Errors are recorded in ``report`` rather than raised.
+        """
+        ...
+
+    def close(self) -> None:
+        """Free the model. The backend is unusable afterwards."""
+        ...
+
+
+BackendOpener = Callable[[Path, EngineOptions], Backend]
+"""Opens a model file; raises :class:`ModelLoadError` with a sentence for the user."""

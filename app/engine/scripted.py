@@ -1,0 +1,110 @@
+"""A scripted stand-in for a model: exact pieces at an exact rate, for tests and the bench.
+
+It is for the cases the real model cannot make deterministic or extreme (a fire hose of
+5,000 pieces a second, a prefill of a chosen length); behaviour that depends on the model
+itself is tested with llama.cpp.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterable, Sequence
+from pathlib import Path
+
+from app.engine.backend import (
+    BackendOpener,
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    ModelInfo,
+)
+from app.engine.stop import StopSignal
+
+
+class ScriptedBackend:
+    """Replies with the pieces it was given, paced like a model.
+
+    Args:
+        pieces: the reply, piece by piece; used for every reply unless :meth:`enqueue`
+            queued others.
+        rate: pieces per second (``0`` means as fast as the consumer takes them).
+        prefill_seconds: time before the first piece, like prompt processing.
+        path: reported as the model's path.
+    """
+
+    def __init__(
+        self,
+        pieces: Iterable[str] = ("Hello", ",", " world", "."),
+        *,
+        rate: float = 0.0,
+        prefill_seconds: float = 0.0,
+        path: Path = Path("scripted.gguf"),
+    ) -> None:
+        self._default = list(pieces)
+        self._queued: list[list[str]] = []
+        self.rate = rate
+        self.prefill_seconds = prefill_seconds
+        self.received: list[list[ChatMessage]] = []
+        """The messages of every reply asked for, in order (for tests)."""
+        self.closed = False
+        self._info = ModelInfo(
+            path=path, name=path.stem, n_ctx=4096, has_chat_template=True, chat_format="scripted"
+        )
+
+    @property
+    def info(self) -> ModelInfo:
+        """Metadata of the pretend model."""
+        return self._info
+
+    def enqueue(self, pieces: Iterable[str]) -> None:
+        """Use ``pieces`` for the next reply only."""
+        self._queued.append(list(pieces))
+
+    def stream_reply(
+        self,
+        messages: Sequence[ChatMessage],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        report: GenerationReport,
+    ) -> Generator[str, None, None]:
+        """Yield the scripted pieces at ``rate``, ending early on Stop."""
+        self.received.append(list(messages))
+        pieces = self._queued.pop(0) if self._queued else self._default
+        report.prompt_tokens = sum(len(m["content"].split()) for m in messages)
+        try:
+            if self.prefill_seconds and stop.wait(self.prefill_seconds):
+                report.finish = "stopped"
+                return
+            start = time.perf_counter()
+            for index, piece in enumerate(pieces):
+                if self.rate:
+                    delay = start + index / self.rate - time.perf_counter()
+                    # Sleeping under ~1 ms costs more than it saves; catch up in a burst instead.
+                    if delay > 0.001 and stop.wait(delay):
+                        break
+                if stop.is_set():
+                    break
+                if report.first_piece_at is None:
+                    report.first_piece_at = time.perf_counter()
+                report.pieces += 1
+                yield piece
+            if stop.is_set():
+                report.finish = "stopped"
+            elif len(pieces) >= settings.max_tokens:
+                report.finish = "length"
+        finally:
+            report.compute_ended_at = time.perf_counter()
+
+    def close(self) -> None:
+        """Mark the pretend model freed."""
+        self.closed = True
+
+
+def scripted_opener(backend: ScriptedBackend) -> BackendOpener:
+    """Return a :data:`~app.engine.backend.BackendOpener` that always opens ``backend``."""
+
+    def open_model(path: Path, options: EngineOptions) -> ScriptedBackend:
+        return backend
+
+    return open_model

@@ -1,0 +1,240 @@
+"""The chat session: a conversation, the worker that answers it, and the flow between them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.engine import (
+    BackendOpener,
+    ChatMessage,
+    EngineOptions,
+    GenerationSettings,
+    ModelInfo,
+    StopSignal,
+)
+from app.flow.metrics import FlowMetrics, ReplyFigures, watch_loop_lag
+from app.flow.pump import FramePump
+from app.flow.queue import PieceQueue
+from app.flow.worker import InferenceWorker, ReplyJob
+from app.store.conversation import Conversation, Message, Status
+
+DEFAULT_QUEUE_BOUND = 64
+"""Pieces the queue holds before the worker waits: about a second of a fast model's output,
+so a busy frame or two never pauses inference, while a stalled window pauses it quickly."""
+
+FIGURES_EVERY = 0.25
+"""Seconds between live-figure updates for the status line (a number that changes 60 times a
+second cannot be read)."""
+
+
+class ModelState(StrEnum):
+    """What the status line says about the model."""
+
+    NONE = "no model"
+    LOADING = "loading"
+    READY = "ready"
+    GENERATING = "generating"
+    ERROR = "error"
+
+
+@dataclass
+class _ActiveReply:
+    job: ReplyJob
+    prompt: Message
+    message: Message
+    task: asyncio.Task[None]
+
+
+class ChatSession(QObject):
+    """Sends prompts to the worker and streams its replies into the conversation.
+
+    Lives on the UI thread. Widgets call :meth:`send`, :meth:`stop` and :meth:`open_model`
+    and render what the signals say; they never touch the worker or the queue.
+
+    Signals:
+        state_changed(str, str): a :class:`ModelState` value and a sentence for the user.
+        model_changed(ModelInfo): a model finished loading.
+        notice(str): something the user should know that is not an error.
+        reply_started(): a reply began (its prompt is the conversation's second-last turn).
+        reply_text(str): text to append to the reply; at most once per frame.
+        reply_ended(str, str): the reply's final :data:`Status` and a note for the user.
+        figures_changed(): :attr:`metrics` moved on (a few times a second while streaming).
+    """
+
+    state_changed = Signal(str, str)
+    model_changed = Signal(object)
+    notice = Signal(str)
+    reply_started = Signal()
+    reply_text = Signal(str)
+    reply_ended = Signal(str, str)
+    figures_changed = Signal()
+
+    def __init__(
+        self,
+        opener: BackendOpener,
+        *,
+        options: EngineOptions | None = None,
+        settings: GenerationSettings | None = None,
+        frame_interval: float = 1 / 60,
+        queue_bound: int = DEFAULT_QUEUE_BOUND,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.options = options or EngineOptions()
+        self.settings = settings or GenerationSettings()
+        self.frame_interval = frame_interval
+        self.queue_bound = queue_bound
+        self.conversation = Conversation()
+        self.metrics = FlowMetrics(queue_bound=queue_bound)
+        self.model: ModelInfo | None = None
+        self.state = ModelState.NONE
+        self._reply: _ActiveReply | None = None
+        self._figures_at = 0.0
+        self._worker = InferenceWorker(opener)
+        self._worker.model_loaded.connect(self._on_model_loaded)
+        self._worker.model_failed.connect(self._on_model_failed)
+        self._worker.reply_computing.connect(self._on_reply_computing)
+        self._worker.start()
+
+    # -- what the window asks for -------------------------------------------------------------
+
+    @property
+    def generating(self) -> bool:
+        """A reply is on its way (or waiting for the model)."""
+        return self._reply is not None
+
+    def open_model(self, path: Path) -> None:
+        """Load ``path`` on the worker; a reply in progress is stopped first."""
+        self.stop()
+        self._set_state(ModelState.LOADING, f"Loading {path.name}…")
+        self._worker.load(path, self.options)
+
+    def send(self, text: str) -> bool:
+        """Send a prompt with the conversation so far.
+
+        Returns:
+            False, and nothing is sent, if the prompt is blank or a reply is still streaming.
+        """
+        if not text.strip() or self._reply is not None:
+            return False
+        prompt = self.conversation.add("user", text)
+        messages = [ChatMessage(role=r, content=c) for r, c in self.conversation.history()]
+        message = self.conversation.add("assistant", "", "streaming")
+        stop = StopSignal()
+        job = ReplyJob(messages, self.settings, stop, PieceQueue(self.queue_bound, stop))
+        self.metrics.reply = ReplyFigures(sent_at=time.perf_counter())
+        self.metrics.queue_bound = self.queue_bound
+        task = asyncio.ensure_future(self._stream(job))
+        self._reply = _ActiveReply(job, prompt, message, task)
+        self._worker.generate(job)
+        self.reply_started.emit()
+        if self.state is ModelState.LOADING:
+            self.notice.emit("The model is still loading; your prompt will be answered next.")
+        return True
+
+    def stop(self) -> bool:
+        """Stop the reply in progress. False if there is none or Stop was already pressed."""
+        if self._reply is None:
+            return False
+        return self._reply.job.stop.set()
+
+    async def close(self) -> None:
+        """Stop any reply, let the worker free the model, and wait for its thread to end."""
+        reply = self._reply
+        if reply is not None:
+            reply.job.stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reply.task
+        self._worker.finish()
+        # The abort callback makes this milliseconds; poll so the loop stays live meanwhile.
+        while not self._worker.wait(0):
+            await asyncio.sleep(0.005)
+
+    # -- the flow -----------------------------------------------------------------------------
+
+    async def _stream(self, job: ReplyJob) -> None:
+        lag = asyncio.ensure_future(watch_loop_lag(self.metrics.loop_lag_ms))
+        try:
+            await FramePump(self.frame_interval, self._show, self.metrics).run(job.pieces)
+        finally:
+            lag.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lag
+        self._finish()
+
+    def _show(self, text: str) -> None:
+        assert self._reply is not None
+        self._reply.message.content += text
+        self.reply_text.emit(text)
+        now = time.perf_counter()
+        if now - self._figures_at >= FIGURES_EVERY:
+            self._figures_at = now
+            self.figures_changed.emit()
+
+    def _finish(self) -> None:
+        reply = self._reply
+        assert reply is not None
+        self._reply = None
+        report = reply.job.report
+        stop_at = reply.job.stop.set_at
+        if stop_at is not None and report.compute_ended_at is not None:
+            self.metrics.stop_latency_ms.add(max(0.0, report.compute_ended_at - stop_at) * 1000)
+        status: Status
+        if report.finish == "error":
+            status, note = "error", report.error
+            if not reply.message.content:
+                # Nothing came back: leave the prompt out of the history; the window gives its
+                # text back to the composer so nothing typed is lost.
+                reply.prompt.status = "error"
+        elif report.finish == "stopped":
+            status, note = "stopped", "Stopped."
+        elif report.finish == "length":
+            status = "length"
+            note = f"The reply reached the limit of {self.settings.max_tokens} tokens."
+        else:
+            status, note = "complete", ""
+        reply.message.status, reply.message.note = status, note
+        if self.state is ModelState.GENERATING:
+            self._set_state(ModelState.READY, self._ready_text())
+        self.figures_changed.emit()
+        self.reply_ended.emit(status, note)
+
+    # -- worker reports (queued from the worker thread) ---------------------------------------
+
+    @Slot(object)
+    def _on_model_loaded(self, info: ModelInfo) -> None:
+        self.model = info
+        self.model_changed.emit(info)
+        if not info.has_chat_template:
+            self.notice.emit(
+                f"{info.name} has no chat template; Floodgate uses the generic "
+                f"'{info.chat_format}' format, so its replies may be poor."
+            )
+        if self._reply is not None:
+            self._set_state(ModelState.GENERATING, f"Answering with {info.name}…")
+        else:
+            self._set_state(ModelState.READY, self._ready_text())
+
+    @Slot(str)
+    def _on_model_failed(self, message: str) -> None:
+        self.model = None
+        self._set_state(ModelState.ERROR, message)
+
+    @Slot()
+    def _on_reply_computing(self) -> None:
+        name = self.model.name if self.model else "the model"
+        self._set_state(ModelState.GENERATING, f"Answering with {name}…")
+
+    def _ready_text(self) -> str:
+        return f"{self.model.name} is ready." if self.model else "No model is loaded."
+
+    def _set_state(self, state: ModelState, detail: str) -> None:
+        self.state = state
+        self.state_changed.emit(state.value, detail)

@@ -1,0 +1,141 @@
+"""The inference worker: the one thread that owns the model."""
+
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QThread, Signal
+
+from app.engine import (
+    Backend,
+    BackendOpener,
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    ModelLoadError,
+    StopSignal,
+)
+from app.flow.queue import PieceQueue
+
+
+@dataclass
+class ReplyJob:
+    """One reply for the worker to generate into ``pieces``."""
+
+    messages: list[ChatMessage]
+    settings: GenerationSettings
+    stop: StopSignal
+    pieces: PieceQueue
+    report: GenerationReport = field(default_factory=GenerationReport)
+
+
+@dataclass(frozen=True)
+class _LoadJob:
+    path: Path
+    options: EngineOptions
+
+
+class _QuitJob:
+    pass
+
+
+_Job = ReplyJob | _LoadJob | _QuitJob
+
+NO_MODEL = "No model is loaded. Open a model with File > Open model…, then send again."
+
+
+class InferenceWorker(QThread):
+    """Runs model loading and generation, one job at a time, off the UI thread.
+
+    Jobs run in the order they are submitted, so a prompt sent while the model loads waits
+    for the load. The model is created, used and freed on this thread only.
+
+    Signals:
+        model_loaded(ModelInfo): a load finished.
+        model_failed(str): a load failed; the sentence is for the user.
+        reply_computing(): the worker started computing the current reply.
+    """
+
+    model_loaded = Signal(object)
+    model_failed = Signal(str)
+    reply_computing = Signal()
+
+    def __init__(self, opener: BackendOpener) -> None:
+        super().__init__()
+        self.setObjectName("InferenceWorker")
+        self._opener = opener
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._backend: Backend | None = None
+
+    def load(self, path: Path, options: EngineOptions) -> None:
+        """Open ``path`` (after the jobs already submitted), replacing the open model."""
+        self._jobs.put(_LoadJob(path, options))
+
+    def generate(self, job: ReplyJob) -> None:
+        """Generate a reply (after the jobs already submitted)."""
+        self._jobs.put(job)
+
+    def finish(self) -> None:
+        """Free the model and end the thread once the jobs submitted so far are done."""
+        self._jobs.put(_QuitJob())
+
+    def run(self) -> None:
+        """Serve jobs until :meth:`finish`; the model is freed here, on this thread."""
+        try:
+            while not isinstance(job := self._jobs.get(), _QuitJob):
+                if isinstance(job, _LoadJob):
+                    self._load(job)
+                else:
+                    self._generate(job)
+        finally:
+            self._close_backend()
+
+    def _close_backend(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def _load(self, job: _LoadJob) -> None:
+        # Free the old model first: two models in memory at once is what users of other apps
+        # see as memory that grows with every switch.
+        self._close_backend()
+        try:
+            self._backend = self._opener(job.path, job.options)
+        except ModelLoadError as exc:
+            self.model_failed.emit(str(exc))
+        except Exception as exc:  # a bug or an engine surprise must not kill the thread
+            self.model_failed.emit(f"The model {job.path.name} could not be opened: {exc}")
+        else:
+            self.model_loaded.emit(self._backend.info)
+
+    def _generate(self, job: ReplyJob) -> None:
+        report = job.report
+        try:
+            if job.stop.is_set():
+                report.finish = "stopped"
+                return
+            if self._backend is None:
+                report.finish = "error"
+                report.error = NO_MODEL
+                return
+            self.reply_computing.emit()
+            stream = self._backend.stream_reply(job.messages, job.settings, job.stop, report)
+            try:
+                for text in stream:
+                    if not job.pieces.put(text):
+                        break
+            finally:
+                stream.close()
+            if job.stop.is_set():
+                report.finish = "stopped"
+        except Exception as exc:  # the engine reports its errors; this catches our own bugs
+            report.finish = "error"
+            report.error = f"Generation failed unexpectedly: {exc}"
+        finally:
+            if report.compute_ended_at is None:
+                report.compute_ended_at = time.perf_counter()
+            job.pieces.end()

@@ -1,0 +1,101 @@
+"""The composition root: parses the command line, wires the layers, runs the one event loop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from app.engine import EngineOptions
+from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = PROJECT_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_model_path() -> Path:
+    """``$FLOODGATE_MODEL`` if set, else the bundled SmolLM2 in the project's ``models/``."""
+    return Path(os.environ.get("FLOODGATE_MODEL", DEFAULT_MODEL))
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``floodgate`` command line."""
+    parser = argparse.ArgumentParser(
+        prog="floodgate", description="Chat with a local language model (a GGUF file)."
+    )
+    parser.add_argument("--model", type=Path, default=None, help="GGUF file to open")
+    parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
+    parser.add_argument("--ctx", type=_positive_int, default=4096, help="context size in tokens")
+    parser.add_argument(
+        "--queue-bound",
+        type=_positive_int,
+        default=DEFAULT_QUEUE_BOUND,
+        help="pieces buffered between the model and the window before inference pauses",
+    )
+    return parser
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """Engine options from the command line."""
+    if args.threads is None:
+        return EngineOptions(n_ctx=args.ctx)
+    return EngineOptions(n_ctx=args.ctx, n_threads=args.threads)
+
+
+async def run_window(app: QApplication, args: argparse.Namespace) -> None:
+    """Show the window and serve it until it is closed, then shut down in order."""
+    from app.engine.llama import open_llama
+    from app.ui.main_window import MainWindow
+
+    screen = app.primaryScreen()
+    refresh = screen.refreshRate() if screen is not None else 60.0
+    session = ChatSession(
+        open_llama,
+        options=engine_options(args),
+        frame_interval=1 / (refresh if refresh > 0 else 60.0),
+        queue_bound=args.queue_bound,
+    )
+    window = MainWindow(session)
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_closed() -> None:
+        if not closed.done():
+            closed.set_result(None)
+
+    window.closed.connect(on_closed)
+    window.show()
+    session.open_model(args.model or default_model_path())
+    await closed
+    await session.close()
+    window.deleteLater()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``floodgate`` and ``python -m app``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        from app.bench import main as bench_main
+
+        return bench_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("Floodgate")
+    # The window's close hands shutdown to run_window; Qt must not end the loop under it.
+    app.setQuitOnLastWindowClosed(False)
+    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
+        runner.run(run_window(app, args))
+    return 0

@@ -1,0 +1,1 @@
+"""Conversations and their persistence. No Qt here."""

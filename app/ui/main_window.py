@@ -1,0 +1,182 @@
+"""The main window: chat view, composer, Send/Stop, status line, File menu."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine import ModelInfo
+from app.flow.session import ChatSession, ModelState
+from app.ui.chat_view import ChatView
+from app.ui.composer import Composer
+
+APP_NAME = "Floodgate"
+
+
+class MainWindow(QMainWindow):
+    """Renders a :class:`ChatSession` and forwards what the user asks of it.
+
+    Signals:
+        closed(): the user closed the window; the application shuts down the session.
+    """
+
+    closed = Signal()
+
+    def __init__(self, session: ChatSession) -> None:
+        super().__init__()
+        self.session = session
+        self.setWindowTitle(APP_NAME)
+        self.resize(860, 680)
+
+        self.view = ChatView()
+        self.composer = Composer()
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setDefault(True)
+        self.state_label = QLabel("No model is loaded.")
+        self.state_label.setObjectName("stateLabel")
+        self.figures_label = QLabel("")
+        self.figures_label.setObjectName("figuresLabel")
+
+        row = QHBoxLayout()
+        row.addWidget(self.composer, 1)
+        row.addWidget(self.send_button)
+        column = QVBoxLayout()
+        column.addWidget(self.view, 1)
+        column.addLayout(row)
+        central = QWidget()
+        central.setLayout(column)
+        self.setCentralWidget(central)
+        self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.figures_label)
+
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = QAction("&Open model…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self.choose_model_file)
+        file_menu.addAction(self.open_action)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
+
+        self.composer.submitted.connect(self.send)
+        self.send_button.clicked.connect(self._on_send_button)
+        session.state_changed.connect(self._on_state_changed)
+        session.model_changed.connect(self._on_model_changed)
+        session.notice.connect(self._on_notice)
+        session.reply_started.connect(self._on_reply_started)
+        session.reply_text.connect(self.view.append_to_reply)
+        session.reply_ended.connect(self._on_reply_ended)
+        session.figures_changed.connect(self._on_figures_changed)
+        self.composer.setFocus()
+
+    # -- intent -------------------------------------------------------------------------------
+
+    @Slot()
+    def send(self) -> None:
+        """Send what the composer holds; a blank prompt is not sent."""
+        if self.session.generating:
+            return
+        text = self.composer.toPlainText()
+        if not text.strip():
+            self.statusBar().showMessage("Type a message first.", 3000)
+            return
+        if self.session.send(text):
+            self.composer.clear()
+
+    @Slot()
+    def stop(self) -> None:
+        """Stop the reply in progress (pressing it twice is harmless)."""
+        if self.session.stop():
+            self.send_button.setEnabled(False)
+            self.send_button.setText("Stopping…")
+
+    @Slot()
+    def _on_send_button(self) -> None:
+        if self.session.generating:
+            self.stop()
+        else:
+            self.send()
+
+    @Slot()
+    def choose_model_file(self) -> None:
+        """Ask for a .gguf file without blocking the event loop."""
+        current = self.session.model.path.parent if self.session.model else Path.home()
+        dialog = QFileDialog(
+            self, "Open model", str(current), "GGUF models (*.gguf);;All files (*)"
+        )
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda name: self.open_model(Path(name)))
+        dialog.open()
+
+    def open_model(self, path: Path) -> None:
+        """Load another model; the conversation carries on with it."""
+        self.session.open_model(path)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Hand shutdown to the application: it stops the reply and frees the model."""
+        event.accept()
+        self.closed.emit()
+
+    # -- rendering the session ----------------------------------------------------------------
+
+    @Slot(str, str)
+    def _on_state_changed(self, state: str, detail: str) -> None:
+        self.state_label.setText(detail)
+        if state == ModelState.ERROR.value:
+            self.view.add_note(detail, error=True)
+
+    @Slot(object)
+    def _on_model_changed(self, info: ModelInfo) -> None:
+        self.setWindowTitle(f"{APP_NAME} — {info.name}")
+
+    @Slot(str)
+    def _on_notice(self, text: str) -> None:
+        if self.session.generating:
+            self.statusBar().showMessage(text, 6000)
+        else:
+            self.view.add_note(text)
+
+    @Slot()
+    def _on_reply_started(self) -> None:
+        prompt = self.session.conversation.messages[-2]
+        self.view.add_user_message(prompt.content)
+        speaker = self.session.model.name if self.session.model else APP_NAME
+        self.view.begin_reply(speaker)
+        self.send_button.setText("Stop")
+        self.send_button.setEnabled(True)
+
+    @Slot(str, str)
+    def _on_reply_ended(self, status: str, note: str) -> None:
+        self.view.end_reply(note, error=status == "error")
+        self.send_button.setText("Send")
+        self.send_button.setEnabled(True)
+        messages = self.session.conversation.messages
+        prompt = messages[-2]
+        if prompt.status == "error" and not self.composer.toPlainText():
+            # The prompt got no answer at all: give it back so it can be sent again.
+            self.composer.setPlainText(prompt.content)
+        self.composer.setFocus()
+
+    @Slot()
+    def _on_figures_changed(self) -> None:
+        m = self.session.metrics
+        rate = m.reply.tokens_per_s
+        parts = [f"{rate:.1f} tok/s" if rate is not None else "- tok/s"]
+        parts.append(f"queue {m.queue_depth}/{m.queue_bound}")
+        self.figures_label.setText(" · ".join(parts))

@@ -1,0 +1,59 @@
+"""Shared fixtures: a real qasync event loop, the bundled model, and helpers to wait on it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from app.main import DEFAULT_MODEL
+
+Loop = asyncio.AbstractEventLoop
+
+
+@pytest.fixture
+def loop(qapp: QApplication) -> Iterator[Loop]:
+    """A qasync loop on the test's QApplication: Qt and asyncio in one loop, as in the app."""
+    event_loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(event_loop)
+    try:
+        yield event_loop
+    finally:
+        event_loop.run_until_complete(asyncio.sleep(0))
+        event_loop.close()
+        asyncio.set_event_loop(None)
+
+
+def run_until(loop: Loop, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Run the loop until ``predicate()`` holds; fail the test after ``timeout`` seconds."""
+
+    async def wait() -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout} s")
+            await asyncio.sleep(0.002)
+
+    loop.run_until_complete(wait())
+
+
+def run_for(loop: Loop, seconds: float) -> None:
+    """Run the loop for ``seconds``."""
+    loop.run_until_complete(asyncio.sleep(seconds))
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    """The bundled default model (``make test`` puts it in models/)."""
+    if not DEFAULT_MODEL.is_file():
+        pytest.fail(f"{DEFAULT_MODEL} is missing: run `make test`, which fetches it")
+    return DEFAULT_MODEL

@@ -1,0 +1,81 @@
+"""The bounded queue: backpressure without loss, and Stop waking a waiting producer."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from app.engine import StopSignal
+from app.flow.queue import PieceQueue
+
+
+def test_stalled_consumer_makes_producer_wait_and_loses_nothing() -> None:
+    stop = StopSignal()
+    queue = PieceQueue(8, stop)
+    sent = [f"p{i} " for i in range(2000)]
+    depths: list[int] = []
+
+    def produce() -> None:
+        for text in sent:
+            assert queue.put(text)
+        queue.end()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    received: list[str] = []
+    rng = random.Random(7)
+    while not queue.finished:
+        depths.append(queue.depth)
+        # A consumer that stalls now and then, longer than the producer needs to fill the queue.
+        time.sleep(rng.choice([0.0, 0.0, 0.002, 0.01]))
+        received.extend(piece.text for piece in queue.drain())
+    producer.join(timeout=5)
+
+    assert received == sent
+    assert max(depths) <= queue.bound
+    assert queue.max_depth <= queue.bound
+    assert queue.max_depth == queue.bound  # it did fill up...
+    assert queue.backpressure_waits > 0  # ...and the producer waited instead of dropping
+
+
+def test_stop_wakes_a_blocked_producer() -> None:
+    stop = StopSignal()
+    queue = PieceQueue(1, stop)
+    assert queue.put("first")
+    result: list[bool] = []
+    producer = threading.Thread(target=lambda: result.append(queue.put("second")))
+    producer.start()
+    producer.join(timeout=0.2)
+    assert producer.is_alive(), "the producer should be waiting on the full queue"
+    stop.set()
+    producer.join(timeout=2)
+    assert not producer.is_alive()
+    assert result == [False]
+    assert [p.text for p in queue.drain()] == ["first"]
+
+
+def test_put_after_stop_is_refused_without_waiting() -> None:
+    stop = StopSignal()
+    queue = PieceQueue(1, stop)
+    stop.set()
+    assert queue.put("x") is False
+    assert queue.depth == 0
+
+
+def test_bound_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        PieceQueue(0, StopSignal())
+
+
+def test_stop_signal_runs_late_listeners_and_ignores_second_set() -> None:
+    stop = StopSignal()
+    calls: list[str] = []
+    stop.add_listener(lambda: calls.append("early"))
+    assert stop.set() is True
+    assert stop.set() is False  # Stop pressed twice: the second press changes nothing
+    stop.add_listener(lambda: calls.append("late"))
+    assert calls == ["early", "late"]
+    assert stop.set_at is not None

@@ -1,0 +1,224 @@
+"""The session's flow with the scripted backend: exact pieces, exact rates, extreme cases."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from app.engine import EngineOptions, ModelLoadError
+from app.engine.backend import Backend
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.session import ChatSession, ModelState
+from app.ui.chat_view import ChatView
+from tests.conftest import Loop, run_for, run_until
+
+MODEL = Path("scripted.gguf")
+
+
+def make_session(backend: ScriptedBackend, *, queue_bound: int = 64) -> ChatSession:
+    return ChatSession(scripted_opener(backend), queue_bound=queue_bound)
+
+
+def ready_session(loop: Loop, backend: ScriptedBackend, **kwargs: int) -> ChatSession:
+    session = make_session(backend, **kwargs)
+    session.open_model(MODEL)
+    run_until(loop, lambda: session.state is ModelState.READY)
+    return session
+
+
+def test_reply_streams_into_the_conversation(loop: Loop) -> None:
+    backend = ScriptedBackend(["Hel", "lo", " th", "ere"], rate=200)
+    session = ready_session(loop, backend)
+    shown: list[str] = []
+    ended: list[tuple[str, str]] = []
+    session.reply_text.connect(shown.append)
+    session.reply_ended.connect(lambda status, note: ended.append((status, note)))
+
+    assert session.send("Hi")
+    run_until(loop, lambda: bool(ended))
+
+    assert "".join(shown) == "Hello there"
+    assert ended == [("complete", "")]
+    assert [(m.role, m.content, m.status) for m in session.conversation.messages] == [
+        ("user", "Hi", "complete"),
+        ("assistant", "Hello there", "complete"),
+    ]
+    loop.run_until_complete(session.close())
+
+
+def test_history_goes_with_every_prompt_including_a_stopped_reply(loop: Loop) -> None:
+    backend = ScriptedBackend(rate=1000)
+    session = ready_session(loop, backend)
+    backend.enqueue(["One", " two"])
+    session.send("first")
+    run_until(loop, lambda: not session.generating)
+    backend.enqueue(["Partial"] + [" more"] * 10_000)
+    session.send("second")
+    run_until(loop, lambda: "Partial" in session.conversation.messages[-1].content)
+    assert session.stop()
+    run_until(loop, lambda: not session.generating)
+    partial = session.conversation.messages[-1]
+    assert partial.status == "stopped"
+    backend.enqueue(["ok"])
+    session.send("third")
+    run_until(loop, lambda: not session.generating)
+
+    assert backend.received[-1] == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "One two"},
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": partial.content},
+        {"role": "user", "content": "third"},
+    ]
+    loop.run_until_complete(session.close())
+
+
+def test_blank_prompt_is_not_sent_and_one_reply_at_a_time(loop: Loop) -> None:
+    backend = ScriptedBackend(["x"] * 1000, rate=100)
+    session = ready_session(loop, backend)
+    assert not session.send("   \n\t")
+    assert session.send("go")
+    assert not session.send("again")  # still streaming
+    assert session.stop()
+    assert not session.stop()  # Stop pressed twice
+    run_until(loop, lambda: not session.generating)
+    assert [m.content for m in session.conversation.messages if m.role == "user"] == ["go"]
+    loop.run_until_complete(session.close())
+
+
+def test_firehose_gets_about_one_update_per_frame_and_loses_nothing(loop: Loop) -> None:
+    rate, seconds = 5000, 1.0
+    pieces = [f"{i % 10}" for i in range(int(rate * seconds))]
+    backend = ScriptedBackend(pieces, rate=rate)
+    session = ready_session(loop, backend)
+    view = ChatView()
+    view.begin_reply()
+    session.reply_text.connect(view.append_to_reply)
+    began = time.perf_counter()
+    session.send("fire")
+    run_until(loop, lambda: not session.generating, timeout=30)
+    elapsed = time.perf_counter() - began
+
+    assert session.conversation.messages[-1].content == "".join(pieces)
+    assert session.metrics.reply.pieces_shown == len(pieces)
+    frames = elapsed / session.frame_interval
+    # One update per frame at most (plus the final drain), never one per piece.
+    assert view.updates <= frames + 2
+    assert view.updates < len(pieces) / 20
+    # And the frames did not batch the whole reply into a handful of updates either.
+    assert view.updates >= frames * 0.5
+    loop.run_until_complete(session.close())
+
+
+def test_a_blocked_window_makes_the_worker_wait_and_nothing_is_lost(loop: Loop) -> None:
+    pieces = [f"<{i}>" for i in range(3000)]
+    backend = ScriptedBackend(pieces, rate=0)  # as fast as the queue allows
+    session = ready_session(loop, backend, queue_bound=16)
+    stalls = 0
+
+    def slow_view(_text: str) -> None:
+        nonlocal stalls
+        if stalls < 5:
+            stalls += 1
+            time.sleep(0.05)  # a window busy elsewhere
+
+    session.reply_text.connect(slow_view)
+    session.send("go")
+    run_until(loop, lambda: not session.generating, timeout=30)
+
+    assert session.conversation.messages[-1].content == "".join(pieces)
+    assert session.metrics.queue_max <= 16
+    assert session.metrics.backpressure_waits > 0
+    loop.run_until_complete(session.close())
+
+
+def test_stop_before_the_model_has_loaded_is_not_lost(loop: Loop) -> None:
+    backend = ScriptedBackend(["never"], rate=10)
+
+    def slow_open(path: Path, options: EngineOptions) -> Backend:
+        time.sleep(0.3)
+        return backend
+
+    session = ChatSession(slow_open)
+    session.open_model(MODEL)
+    assert session.send("asked while loading")
+    assert session.stop()
+    run_until(loop, lambda: not session.generating)
+    reply = session.conversation.messages[-1]
+    assert (reply.status, reply.content) == ("stopped", "")
+    assert backend.received == []  # the worker never started computing it
+    run_until(loop, lambda: session.state is ModelState.READY)
+    loop.run_until_complete(session.close())
+
+
+def test_prompt_sent_while_loading_is_answered_after_the_load(loop: Loop) -> None:
+    backend = ScriptedBackend(["after", " load"], rate=100)
+
+    def slow_open(path: Path, options: EngineOptions) -> Backend:
+        time.sleep(0.3)
+        return backend
+
+    session = ChatSession(slow_open)
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    session.open_model(MODEL)
+    assert session.send("early")
+    run_until(loop, lambda: not session.generating)
+    assert session.conversation.messages[-1].content == "after load"
+    assert any("still loading" in n for n in notices)
+    loop.run_until_complete(session.close())
+
+
+def test_failed_load_reports_a_sentence_and_the_prompt_is_kept(loop: Loop) -> None:
+    def failing_open(path: Path, options: EngineOptions) -> Backend:
+        raise ModelLoadError(f"The model file {path} does not exist.")
+
+    session = ChatSession(failing_open)
+    states: list[tuple[str, str]] = []
+    session.state_changed.connect(lambda s, d: states.append((s, d)))
+    session.open_model(Path("/nowhere/model.gguf"))
+    session.send("hello?")
+    run_until(loop, lambda: not session.generating)
+    assert states[-1] == ("error", "The model file /nowhere/model.gguf does not exist.")
+    prompt, reply = session.conversation.messages
+    assert (prompt.content, prompt.status) == ("hello?", "error")
+    assert reply.status == "error"
+    assert "No model is loaded" in reply.note
+    assert session.conversation.history() == []
+    loop.run_until_complete(session.close())
+
+
+def test_close_mid_stream_stops_and_frees_the_model(loop: Loop) -> None:
+    backend = ScriptedBackend(["word "] * 100_000, rate=2000)
+    session = ready_session(loop, backend, queue_bound=8)
+    session.send("long")
+    run_until(loop, lambda: session.metrics.reply.pieces_shown > 20)
+    began = time.perf_counter()
+    loop.run_until_complete(session.close())
+    assert time.perf_counter() - began < 2.0
+    assert backend.closed
+    assert session.conversation.messages[-1].status == "stopped"
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+def test_tiny_bounds_still_deliver_everything(loop: Loop, bound: int) -> None:
+    pieces = [chr(0x4E00 + i) for i in range(120)]
+    backend = ScriptedBackend(pieces, rate=0)
+    session = ready_session(loop, backend, queue_bound=bound)
+    session.send("go")
+    run_until(loop, lambda: not session.generating, timeout=30)
+    assert session.conversation.messages[-1].content == "".join(pieces)
+    assert session.metrics.queue_max <= bound
+    loop.run_until_complete(session.close())
+
+
+def test_loop_keeps_running_while_streaming(loop: Loop) -> None:
+    backend = ScriptedBackend(["x"] * 400, rate=2000)
+    session = ready_session(loop, backend)
+    session.send("go")
+    run_for(loop, 0.1)
+    assert session.metrics.loop_lag_ms.count > 5
+    run_until(loop, lambda: not session.generating)
+    loop.run_until_complete(session.close())
