@@ -6,14 +6,21 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.engine import EngineOptions
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
+
+if TYPE_CHECKING:
+    from app.ui.main_window import MainWindow
+
+Driver = Callable[["MainWindow"], Awaitable[None]]
+"""Acts on the window like a user would (scripts and end-to-end tests)."""
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = PROJECT_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -55,8 +62,16 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(n_ctx=args.ctx, n_threads=args.threads)
 
 
-async def run_window(app: QApplication, args: argparse.Namespace) -> None:
-    """Show the window and serve it until it is closed, then shut down in order."""
+async def run_window(
+    app: QApplication, args: argparse.Namespace, driver: Driver | None = None
+) -> None:
+    """Show the window and serve it until it is closed, then shut down in order.
+
+    Args:
+        app: the application.
+        args: the parsed command line.
+        driver: optional coroutine run alongside the window, acting as the user.
+    """
     from app.engine.llama import open_llama
     from app.ui.main_window import MainWindow
 
@@ -78,12 +93,15 @@ async def run_window(app: QApplication, args: argparse.Namespace) -> None:
     window.closed.connect(on_closed)
     window.show()
     session.open_model(args.model or default_model_path())
+    driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     await closed
+    if driving is not None and not driving.done():
+        driving.cancel()
     await session.close()
     window.deleteLater()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:
     """Entry point of ``floodgate`` and ``python -m app``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
@@ -97,5 +115,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The window's close hands shutdown to run_window; Qt must not end the loop under it.
     app.setQuitOnLastWindowClosed(False)
     with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
-        runner.run(run_window(app, args))
+        runner.run(run_window(app, args, driver))
     return 0

@@ -100,7 +100,9 @@ class LlamaBackend:
         metadata: dict[str, str] = llm.metadata
         self._info = ModelInfo(
             path=path,
-            name=metadata.get("general.name") or path.stem,
+            # The file name is what the user chose and recognises; general.name is often a
+            # training-run label ("Smollm2 135M 8k Lc100K Mix1 Ep2").
+            name=path.stem,
             n_ctx=llm.n_ctx(),
             has_chat_template="tokenizer.chat_template" in metadata,
             chat_format=str(llm.chat_format),

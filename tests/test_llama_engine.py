@@ -1,0 +1,169 @@
+"""The llama.cpp engine on the real bundled model: streaming, Stop, chat template, UTF-8."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
+from app.engine.llama import LlamaBackend, NativeAbortFlag, open_llama
+
+pytestmark = pytest.mark.model
+
+GREEDY = GenerationSettings(temperature=0.0, max_tokens=48)
+QUESTION: list[ChatMessage] = [{"role": "user", "content": "What is the capital of France?"}]
+LONG_PROMPT = "The quick brown fox jumps over the lazy dog. " * 150  # about 1,500 tokens
+
+
+@pytest.fixture(scope="module")
+def backend(model_path: Path) -> Iterator[LlamaBackend]:
+    opened = open_llama(model_path, EngineOptions(n_threads=2))
+    yield opened
+    opened.close()
+
+
+def reply(
+    backend: LlamaBackend,
+    messages: list[ChatMessage],
+    stop: StopSignal | None = None,
+    settings: GenerationSettings = GREEDY,
+) -> tuple[list[str], GenerationReport]:
+    report = GenerationReport()
+    pieces = list(backend.stream_reply(messages, settings, stop or StopSignal(), report))
+    return pieces, report
+
+
+def fresh_reply(model_path: Path, messages: list[ChatMessage]) -> str:
+    fresh = open_llama(model_path, EngineOptions(n_threads=2))
+    try:
+        return "".join(reply(fresh, messages)[0])
+    finally:
+        fresh.close()
+
+
+def test_native_flag_is_read_through_the_abort_callback_type() -> None:
+    flag = NativeAbortFlag()
+    assert flag.native  # x86-64 / arm64: no Python runs inside llama_decode
+    assert flag.check() is False
+    flag.raise_flag()
+    assert flag.check() is True
+    flag.lower()
+    assert flag.check() is False
+
+
+def test_reply_streams_in_many_pieces(backend: LlamaBackend) -> None:
+    pieces, report = reply(backend, QUESTION)
+    assert report.finish in ("done", "length")
+    assert len(pieces) > 5
+    assert "France" in "".join(pieces)  # on topic (this tiny model does not say Paris)
+    assert report.pieces == len(pieces)
+
+
+def test_model_info_comes_from_the_gguf(backend: LlamaBackend, model_path: Path) -> None:
+    info = backend.info
+    assert info.has_chat_template
+    assert info.path == model_path
+    assert info.n_ctx == 4096
+    # The GGUF's own template is used (directly, or as the known format it matches).
+    assert info.chat_format in ("chatml", "chat_template.default")
+
+
+def test_chat_template_renders_every_turn(backend: LlamaBackend, model_path: Path) -> None:
+    handler = backend._llm._chat_handlers[
+        "chat_template.default"
+    ]  # what create_chat_completion uses
+    assert handler is not None
+    template = backend._llm.metadata["tokenizer.chat_template"]
+    formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+        template=template, eos_token="<|im_end|>", bos_token="<|im_start|>"
+    )
+    conversation: list[ChatMessage] = [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Nice to meet you, Ada."},
+        {"role": "user", "content": "What is my name?"},
+    ]
+    prompt = formatter(messages=list(conversation)).prompt  # type: ignore[arg-type]
+    assert prompt.index("<|im_start|>user\nMy name is Ada.") < prompt.index(
+        "<|im_start|>assistant\nNice to meet you, Ada."
+    )
+    assert prompt.rstrip().endswith("<|im_start|>assistant")
+    # Multi-turn through the engine equals a fresh context given the same history.
+    assert "".join(reply(backend, conversation)[0]) == fresh_reply(model_path, conversation)
+
+
+def test_stop_during_prefill_ends_the_computation(backend: LlamaBackend, model_path: Path) -> None:
+    messages: list[ChatMessage] = [{"role": "user", "content": LONG_PROMPT}]
+    assert len(backend.tokenize(LONG_PROMPT)) > 1400  # about 14 s of prefill here
+    stop = StopSignal()
+    threading.Timer(0.5, stop.set).start()
+    pieces, report = reply(backend, messages, stop)
+    assert report.finish == "stopped"
+    assert pieces == []  # it never got past the prompt
+    assert stop.set_at is not None
+    assert report.compute_ended_at is not None
+    # Prefill would take many seconds; Stop ended it (a loose bound: behaviour, not speed).
+    assert report.compute_ended_at - stop.set_at < 1.0
+    # And the model is still right afterwards.
+    assert "".join(reply(backend, QUESTION)[0]) == fresh_reply(model_path, QUESTION)
+
+
+def test_stop_during_decoding_then_next_reply_is_correct(
+    backend: LlamaBackend, model_path: Path
+) -> None:
+    stop = StopSignal()
+    report = GenerationReport()
+    story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a dragon."}]
+    pieces: list[str] = []
+    settings = GenerationSettings(temperature=0.0, max_tokens=400)
+    for piece in backend.stream_reply(story, settings, stop, report):
+        pieces.append(piece)
+        if len(pieces) == 10:
+            # From another thread, as the window does, while the worker is inside llama_decode.
+            threading.Timer(0.03, stop.set).start()
+    assert report.finish == "stopped"
+    assert 10 <= len(pieces) < 100
+    assert "".join(reply(backend, QUESTION)[0]) == fresh_reply(model_path, QUESTION)
+
+
+def test_stop_set_before_start_computes_nothing(backend: LlamaBackend) -> None:
+    stop = StopSignal()
+    stop.set()
+    pieces, report = reply(backend, QUESTION, stop)
+    assert (pieces, report.finish) == ([], "stopped")
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["请用中文介绍一下你自己。😀", "Reply with three emoji: 🐉🔥🌍", "日本語で挨拶してください。"],
+)
+def test_multibyte_text_streams_without_broken_characters(
+    backend: LlamaBackend, prompt: str
+) -> None:
+    pieces, _ = reply(backend, [{"role": "user", "content": prompt}])
+    text = "".join(pieces)
+    assert "\ufffd" not in text
+    assert all("\ufffd" not in p for p in pieces)
+    # Each piece is whole text on its own: no piece starts or ends mid-character.
+    for piece in pieces:
+        assert piece.encode("utf-8").decode("utf-8") == piece
+
+
+def test_some_reply_really_contains_multibyte_characters(backend: LlamaBackend) -> None:
+    # Guards the test above against passing on an all-ASCII reply.
+    pieces, _ = reply(backend, [{"role": "user", "content": "请用中文介绍一下你自己。😀"}])
+    assert any(ord(ch) > 0x7F for ch in "".join(pieces))
+
+
+def test_context_overflow_is_a_sentence(model_path: Path) -> None:
+    small = open_llama(model_path, EngineOptions(n_ctx=256, n_threads=2))
+    try:
+        pieces, report = reply(small, [{"role": "user", "content": LONG_PROMPT}])
+    finally:
+        small.close()
+    assert pieces == []
+    assert report.finish == "error"
+    assert "too long for this model's context of 256 tokens" in report.error
