@@ -44,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="floodgate", description="Chat with a local language model (a GGUF file)."
     )
     parser.add_argument("--model", type=Path, default=None, help="GGUF file to open")
-    parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
+    parser.add_argument(
+        "--threads", type=_positive_int, default=None, help="CPU threads (default: half the cores)"
+    )
     parser.add_argument("--ctx", type=_positive_int, default=4096, help="context size in tokens")
     parser.add_argument(
         "--queue-bound",

@@ -178,8 +178,8 @@ def test_type_stream_and_stop_with_escape(
     qtbot.keyClick(window.composer, Qt.Key.Key_Return)
     run_until(loop, lambda: window.view.updates >= 10, timeout=60)
     assert window.send_button.text() == "Stop"
-    qtbot.keyClick(window, Qt.Key.Key_Escape)
-    qtbot.keyClick(window, Qt.Key.Key_Escape)  # pressed twice: harmless
+    qtbot.keyClick(window.composer, Qt.Key.Key_Escape)  # where the focus is while it streams
+    qtbot.keyClick(window.composer, Qt.Key.Key_Escape)  # pressed twice: harmless
     run_until(loop, lambda: not llama_session.generating)
     reply = llama_session.conversation.messages[-1]
     assert reply.status == "stopped"
@@ -232,3 +232,34 @@ def test_stop_during_a_long_prompt_and_the_next_reply_is_right(
     finally:
         fresh.close()
     assert answer == expected
+
+
+def test_escape_outside_the_composer_stops_too(
+    scripted_window: tuple[MainWindow, ScriptedBackend], qtbot: QtBot, loop: Loop
+) -> None:
+    window, backend = scripted_window
+    backend.enqueue(["word "] * 10_000)
+    qtbot.keyClicks(window.composer, "go")
+    qtbot.keyClick(window.composer, Qt.Key.Key_Return)
+    run_until(loop, lambda: window.view.updates > 2)
+    window.view.setFocus()
+    qtbot.keyClick(window.view, Qt.Key.Key_Escape)
+    run_until(loop, lambda: not window.session.generating)
+    assert window.session.conversation.messages[-1].status == "stopped"
+
+
+def test_diagnostics_panel_toggles_and_shows_the_flow(
+    scripted_window: tuple[MainWindow, ScriptedBackend], qtbot: QtBot, loop: Loop
+) -> None:
+    window, backend = scripted_window
+    assert not window.diagnostics_dock.isVisible()
+    window.diagnostics_dock.toggleViewAction().trigger()
+    assert window.diagnostics_dock.isVisible()
+    backend.enqueue(["tok "] * 300)
+    qtbot.keyClicks(window.composer, "go")
+    qtbot.keyClick(window.composer, Qt.Key.Key_Return)
+    run_until(loop, lambda: not window.session.generating)
+    values = {k: label.text() for k, label in window.diagnostics.values.items()}
+    assert values["queue"].endswith(f"/ {window.session.queue_bound}")
+    assert values["tokens"] != "–"  # noqa: RUF001
+    assert values["frame"].endswith("ms")

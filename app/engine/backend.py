@@ -32,8 +32,19 @@ class EngineOptions:
     """
 
     n_ctx: int = 4096
-    n_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    n_threads: int = field(default_factory=lambda: default_threads())
     n_batch: int = 512
+
+
+def default_threads() -> int:
+    """Half the logical cores, at least one.
+
+    llama.cpp's compute threads wait for each other after every graph node, so a thread that
+    loses its core to the window stalls them all: with every core computing, the window's
+    own few percent of CPU cost 15 % of the tokens per second on a 2-core machine (README,
+    "Measured"). Half the cores is also llama-cpp-python's default.
+    """
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ class FlowMetrics:
     frame_cost_ms: Distribution = field(default_factory=Distribution)
     token_to_screen_ms: Distribution = field(default_factory=Distribution)
     loop_lag_ms: Distribution = field(default_factory=Distribution)
+    """How late each frame tick woke (the bench adds a finer 5 ms heartbeat of its own)."""
     stop_latency_ms: Distribution = field(default_factory=Distribution)
     reply: ReplyFigures = field(default_factory=ReplyFigures)
     queue_depth: int = 0

@@ -19,7 +19,7 @@ from app.engine import (
     ModelInfo,
     StopSignal,
 )
-from app.flow.metrics import FlowMetrics, ReplyFigures, watch_loop_lag
+from app.flow.metrics import FlowMetrics, ReplyFigures
 from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
 from app.flow.worker import InferenceWorker, ReplyJob
@@ -160,13 +160,7 @@ class ChatSession(QObject):
     # -- the flow -----------------------------------------------------------------------------
 
     async def _stream(self, job: ReplyJob) -> None:
-        lag = asyncio.ensure_future(watch_loop_lag(self.metrics.loop_lag_ms))
-        try:
-            await FramePump(self.frame_interval, self._show, self.metrics).run(job.pieces)
-        finally:
-            lag.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lag
+        await FramePump(self.frame_interval, self._show, self.metrics).run(job.pieces)
         self._finish()
 
     def _show(self, text: str) -> None:

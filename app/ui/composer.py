@@ -12,9 +12,11 @@ class Composer(QPlainTextEdit):
 
     Signals:
         submitted(): Enter (or keypad Enter) was pressed without Shift.
+        stop_requested(): Esc was pressed (the window's Esc shortcut covers other widgets).
     """
 
     submitted = Signal()
+    stop_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -26,7 +28,13 @@ class Composer(QPlainTextEdit):
         self.setMaximumHeight(line * 8)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        """Send on Enter; keep Shift+Enter (and IME composition) as typing."""
+        """Send on Enter, stop on Esc; Shift+Enter is a new line."""
+        if event.key() == Qt.Key.Key_Escape:
+            # Handled here, not only by the window's shortcut: the editor is where the focus
+            # is while a reply streams, and a shortcut needs the window to be active.
+            event.accept()
+            self.stop_requested.emit()
+            return
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
         if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
             event.accept()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -20,6 +21,7 @@ from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
+from app.ui.diagnostics import DiagnosticsPanel
 
 APP_NAME = "Floodgate"
 
@@ -72,9 +74,22 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
+        self.diagnostics = DiagnosticsPanel(session.metrics)
+        self.diagnostics_dock = QDockWidget("Flow diagnostics", self)
+        self.diagnostics_dock.setObjectName("diagnosticsDock")
+        self.diagnostics_dock.setWidget(self.diagnostics)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.diagnostics_dock)
+        self.diagnostics_dock.hide()
+        self.diagnostics_dock.visibilityChanged.connect(lambda _: self.diagnostics.refresh())
+        view_menu = self.menuBar().addMenu("&View")
+        toggle = self.diagnostics_dock.toggleViewAction()
+        toggle.setShortcut(QKeySequence("F12"))
+        view_menu.addAction(toggle)
+
         QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
 
         self.composer.submitted.connect(self.send)
+        self.composer.stop_requested.connect(self.stop)
         self.send_button.clicked.connect(self._on_send_button)
         session.state_changed.connect(self._on_state_changed)
         session.model_changed.connect(self._on_model_changed)
@@ -180,3 +195,4 @@ class MainWindow(QMainWindow):
         parts = [f"{rate:.1f} tok/s" if rate is not None else "- tok/s"]
         parts.append(f"queue {m.queue_depth}/{m.queue_bound}")
         self.figures_label.setText(" · ".join(parts))
+        self.diagnostics.refresh()

@@ -1,0 +1,565 @@
+"""``floodgate bench``: the flow measured by the app itself, beside baselines, in one run.
+
+Runs the real pipeline (worker thread, bounded queue, frame pump, chat view in the main
+window) offscreen on a GGUF model, next to llama-cpp-python's own streaming loop and to the
+designs other chat apps use, and prints a table and writes JSON. See README, "Measured".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import qasync
+from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
+from PySide6.QtWidgets import QApplication
+
+from app.engine import (
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    StopSignal,
+)
+from app.engine.backend import default_threads
+from app.engine.llama import LlamaBackend, open_llama
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.metrics import Distribution, watch_loop_lag
+from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession, ModelState
+from app.main import default_model_path
+from app.store.conversation import Conversation
+from app.ui.chat_view import ChatView
+from app.ui.main_window import MainWindow
+
+FRAME = 1 / 60
+STORY = "Write a long story about a dragon who learns to read."
+CHECK = "What is the capital of France?"
+LONG_PROMPT = "The quick brown fox jumps over the lazy dog. " * 150  # about 1,500 tokens
+
+TARGETS: list[tuple[str, str, float]] = [
+    # (figure path, comparison, target)
+    ("throughput.ratio", ">=", 0.97),
+    ("loop_lag_ms.p99", "<=", 16.7),
+    ("loop_lag_ms.max", "<=", 50.0),
+    ("token_to_screen_ms.p95", "<=", 16.7),
+    ("stop_decode_ms.p95", "<=", 10.0),
+    ("stop_prefill_ms.p95", "<=", 25.0),
+    ("next_reply_consistent", "==", 1.0),
+    ("firehose.lost", "==", 0.0),
+    ("firehose.loop_lag_ms.p99", "<=", 16.7),
+    ("firehose.queue_headroom", ">=", 0.0),
+    ("long_reply.ratio", "<=", 1.5),
+]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure: the full bench, or a short ``--quick`` run for tests."""
+
+    pairs: int
+    max_tokens: int
+    decode_stops: int
+    prefill_stops: int
+    firehose_seconds: float
+    long_pieces: int
+
+    @staticmethod
+    def make(quick: bool) -> Plan:
+        """The full plan, or the quick one."""
+        if quick:
+            return Plan(1, 24, 3, 2, 1.0, 1_000)
+        return Plan(5, 256, 20, 10, 10.0, 8_000)
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:  # not Linux: growth is reported as NaN rather than guessed
+        return math.nan
+
+
+def _summary(dist: Distribution) -> dict[str, float]:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in dist.summary().items()}
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bench waited too long for the app")
+        await asyncio.sleep(0.002)
+
+
+class Bench:
+    """One bench run; :meth:`run` returns the JSON document."""
+
+    def __init__(self, model: Path, plan: Plan, threads: int) -> None:
+        self.model = model
+        self.plan = plan
+        self.options = EngineOptions(n_threads=threads)
+        self.greedy = GenerationSettings(temperature=0.0, max_tokens=plan.max_tokens)
+        self.rng = random.Random(1234)
+        self.log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+
+    # -- the app under test ---------------------------------------------------------------------
+
+    async def _open_app(self, opener: Any, settings: GenerationSettings) -> MainWindow:
+        session = ChatSession(opener, options=self.options, settings=settings, frame_interval=FRAME)
+        window = MainWindow(session)
+        window.show()
+        session.open_model(self.model)
+        await _until(lambda: session.state in (ModelState.READY, ModelState.ERROR))
+        if session.state is ModelState.ERROR:
+            raise SystemExit(window.state_label.text())
+        return window
+
+    async def _ask(self, window: MainWindow, prompt: str) -> None:
+        session = window.session
+        session.conversation = Conversation()  # each measurement starts a new chat
+        assert session.send(prompt)
+        await _until(lambda: not session.generating)
+
+    # -- throughput, loop lag, token to screen ------------------------------------------------
+
+    def _raw_tok_s(self, raw: LlamaBackend) -> float:
+        # llama-cpp-python's own streaming loop, nothing else: the ceiling for the app.
+        llm = raw._llm
+        times: list[float] = []
+        for chunk in llm.create_chat_completion(
+            messages=[{"role": "user", "content": STORY}],
+            stream=True,
+            temperature=0.0,
+            max_tokens=self.plan.max_tokens,
+        ):
+            if chunk["choices"][0]["delta"].get("content"):  # type: ignore[index,union-attr]
+                times.append(time.perf_counter())
+        return (len(times) - 1) / (times[-1] - times[0])
+
+    async def throughput(self, window: MainWindow, raw: LlamaBackend) -> dict[str, Any]:
+        """Raw and app runs interleaved; the median of per-pair ratios."""
+        metrics = window.session.metrics
+        raw_rates, app_rates, ratios = [], [], []
+        self._raw_tok_s(raw)  # warm both: first runs pay for allocations and page faults
+        await self._ask(window, STORY)
+        metrics.token_to_screen_ms, metrics.frame_cost_ms = Distribution(), Distribution()
+        for pair in range(self.plan.pairs):
+            raw_rate = self._raw_tok_s(raw)
+            await self._ask(window, STORY)
+            r = metrics.reply
+            assert r.first_shown_at is not None
+            assert r.last_shown_at is not None
+            app_rate = (r.pieces_shown - 1) / (r.last_shown_at - r.first_shown_at)
+            raw_rates.append(raw_rate)
+            app_rates.append(app_rate)
+            ratios.append(app_rate / raw_rate)
+            self.log(f"  pair {pair + 1}: raw {raw_rate:.1f} tok/s, app {app_rate:.1f} tok/s")
+        return {
+            "raw_tok_s": round(statistics.median(raw_rates), 2),
+            "app_tok_s": round(statistics.median(app_rates), 2),
+            "ratio": round(statistics.median(ratios), 4),
+            "pairs": [round(r, 4) for r in ratios],
+            "token_to_screen_ms": _summary(metrics.token_to_screen_ms),
+            "frame_cost_ms": _summary(metrics.frame_cost_ms),
+        }
+
+    async def loop_lag(self, window: MainWindow) -> dict[str, float]:
+        """A 5 ms heartbeat on the UI loop while the app streams at full speed.
+
+        Run apart from the throughput pairs: the heartbeat is the bench's instrument (200
+        wake-ups a second), not something the app runs while a user chats.
+        """
+        lag = Distribution()
+        heartbeat = asyncio.ensure_future(watch_loop_lag(lag))
+        try:
+            for _ in range(max(1, self.plan.pairs // 2)):
+                await self._ask(window, STORY)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        return _summary(lag)
+
+    async def diagnostics_cost(self, window: MainWindow) -> dict[str, Any]:
+        """The same generation with the diagnostics panel shown and hidden, interleaved."""
+        metrics = window.session.metrics
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        lags: dict[bool, Distribution] = {False: Distribution(), True: Distribution()}
+        for _ in range(max(1, self.plan.pairs)):
+            for shown in (False, True):
+                window.diagnostics_dock.setVisible(shown)
+                metrics.loop_lag_ms = lags[shown]  # the frame timer's lateness, as the app sees it
+                await self._ask(window, STORY)
+                r = metrics.reply
+                assert r.first_shown_at is not None
+                assert r.last_shown_at is not None
+                rates[shown].append((r.pieces_shown - 1) / (r.last_shown_at - r.first_shown_at))
+        window.diagnostics_dock.hide()
+        return {
+            "tok_s_hidden": round(statistics.median(rates[False]), 2),
+            "tok_s_shown": round(statistics.median(rates[True]), 2),
+            "ratio": round(statistics.median(rates[True]) / statistics.median(rates[False]), 4),
+            "loop_lag_ms_hidden": _summary(lags[False]),
+            "loop_lag_ms_shown": _summary(lags[True]),
+        }
+
+    # -- stop -----------------------------------------------------------------------------------
+
+    async def stops(self, window: MainWindow) -> dict[str, Any]:
+        """Stop at random moments during decoding and during prefill; check the next reply."""
+        session = window.session
+        check_settings = GenerationSettings(temperature=0.0, max_tokens=32)
+        fresh = open_llama(self.model, self.options)
+        try:
+            check: list[ChatMessage] = [{"role": "user", "content": CHECK}]
+            expected = "".join(
+                fresh.stream_reply(check, check_settings, StopSignal(), GenerationReport())
+            )
+        finally:
+            fresh.close()
+        decode, prefill = Distribution(), Distribution()
+        consistent = True
+        for kind, count, prompt in (
+            ("decode", self.plan.decode_stops, STORY),
+            ("prefill", self.plan.prefill_stops, LONG_PROMPT),
+        ):
+            into = decode if kind == "decode" else prefill
+            for _ in range(count):
+                session.conversation = Conversation()
+                session.settings = GenerationSettings(temperature=0.0, max_tokens=1024)
+                session.send(prompt)
+                if kind == "decode":
+                    await _until(lambda: session.metrics.reply.pieces_shown > 0)
+                    await asyncio.sleep(self.rng.uniform(0.0, 1.0))
+                else:
+                    await _until(lambda: session.state is ModelState.GENERATING)
+                    await asyncio.sleep(self.rng.uniform(0.05, 3.0))
+                if not session.generating:
+                    continue  # finished before the stop moment; draw again next round
+                stopped_pieces = session.metrics.reply.pieces_shown
+                session.stop()
+                await _until(lambda: not session.generating)
+                latency = session.metrics.stop_latency_ms.last
+                assert latency is not None
+                if kind == "prefill" and stopped_pieces:
+                    continue  # prefill had already ended; not a prefill stop
+                into.add(latency)
+                session.settings = check_settings
+                await self._ask(window, CHECK)
+                got = session.conversation.messages[-1].content
+                if got != expected:
+                    consistent = False
+                    self.log(f"  inconsistent after {kind} stop: {got!r} != {expected!r}")
+            self.log(f"  {kind}: {into.count} stops, p95 {into.percentile(95):.2f} ms")
+        session.settings = self.greedy
+        return {
+            "stop_decode_ms": _summary(decode),
+            "stop_prefill_ms": _summary(prefill),
+            "next_reply_consistent": consistent,
+        }
+
+    # -- the fire hose, and the baselines -----------------------------------------------------
+
+    async def firehose(self) -> dict[str, Any]:
+        """The scripted backend at 5,000 pieces/s through the same queue, pump and view."""
+        rate = 5000
+        pieces = [
+            f"{i % 10}" + (" " if i % 7 else "\n")
+            for i in range(int(rate * self.plan.firehose_seconds))
+        ]
+        backend = ScriptedBackend(pieces, rate=rate)
+        window = await self._open_app(scripted_opener(backend), self.greedy)
+        session = window.session
+        rss_before = _rss_mb()
+        began = time.perf_counter()
+        await self._ask(window, "fire")
+        elapsed = time.perf_counter() - began
+        shown = session.metrics.reply.pieces_shown
+        result = {
+            "pieces_sent": len(pieces),
+            "pieces_shown": shown,
+            "lost": len(pieces) - shown,
+            "text_intact": session.conversation.messages[-1].content == "".join(pieces),
+            "queue_max": session.metrics.queue_max,
+            "queue_bound": session.queue_bound,
+            "queue_headroom": session.queue_bound - session.metrics.queue_max,
+            "updates_per_s": round(window.view.updates / elapsed, 1),
+            "loop_lag_ms": _summary(session.metrics.loop_lag_ms),
+            "rss_growth_mb": round(_rss_mb() - rss_before, 2),
+        }
+        await session.close()
+        window.deleteLater()
+        return result
+
+    async def baseline(self, mode: str, pieces: list[str], rate: float) -> dict[str, Any]:
+        """A design other apps use: one queued signal per piece, no frame batching."""
+        view = ChatView()
+        view.resize(800, 600)
+        view.show()
+        view.begin_reply()
+        receiver = _PerPieceReceiver(view, mode)
+        lag = Distribution()
+        watcher = asyncio.ensure_future(watch_loop_lag(lag))
+        producer = threading.Thread(target=receiver.produce, args=(pieces, rate), daemon=True)
+        producer.start()
+        # The stream's length plus two seconds' grace to show what is still queued; what is
+        # not on screen by then counts as lost. Without a deadline the per-piece designs
+        # take minutes to work through a ten-second fire hose.
+        receiver.deadline = time.perf_counter() + len(pieces) / rate + 2.0
+        await _until(
+            lambda: receiver.shown == len(pieces) or time.perf_counter() > receiver.deadline,
+            timeout=600,
+        )
+        producer.join()
+        watcher.cancel()
+        shown = receiver.shown
+        receiver.discard_pending()
+        view.deleteLater()
+        return {
+            "loop_lag_ms": _summary(lag),
+            "token_to_screen_ms": _summary(receiver.to_screen),
+            "lost": len(pieces) - shown,
+        }
+
+    # -- a long reply ---------------------------------------------------------------------------
+
+    def long_reply(self) -> dict[str, Any]:
+        """The cost of one update (insert + paint) early in a reply and after many pieces."""
+        view = ChatView()
+        view.resize(800, 600)
+        view.show()
+        view.begin_reply()
+        per_update = 4  # pieces joined into one frame's update at a typical rate
+        words = ["lorem ", "ipsum ", "dolor ", "sit ", "amet,\n", "consectetur "]
+        pieces = [words[i % len(words)] for i in range(self.plan.long_pieces + 400)]
+
+        def measure(start: int, count: int) -> list[float]:
+            costs = []
+            for i in range(start, start + count * per_update, per_update):
+                began = time.perf_counter()
+                view.append_to_reply("".join(pieces[i : i + per_update]))
+                view.viewport().repaint()
+                costs.append((time.perf_counter() - began) * 1000)
+            return costs
+
+        early = measure(0, 50)
+        i = 50 * per_update
+        while i < self.plan.long_pieces:
+            view.append_to_reply("".join(pieces[i : i + per_update]))
+            i += per_update
+        late = measure(self.plan.long_pieces, 50)
+        view.deleteLater()
+        early_ms, late_ms = statistics.median(early), statistics.median(late)
+        return {
+            "pieces": self.plan.long_pieces,
+            "early_update_ms": round(early_ms, 4),
+            "late_update_ms": round(late_ms, 4),
+            "ratio": round(late_ms / early_ms, 3),
+            "markdown": False,
+        }
+
+    # -- all of it ------------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        """Measure everything; returns the JSON document."""
+        raw = open_llama(self.model, self.options)
+        window = await self._open_app(open_llama, self.greedy)
+        try:
+            self.log("throughput (raw and app interleaved)…")
+            tp = await self.throughput(window, raw)
+            self.log("loop lag (5 ms heartbeat while streaming)…")
+            lag = await self.loop_lag(window)
+            # The piece stream the baselines replay: the real reply, at the real rate.
+            real_pieces = [p for p in window.session.conversation.messages[-1].content]
+            self.log("stop during decoding and prefill…")
+            stops = await self.stops(window)
+            self.log("diagnostics panel shown vs hidden…")
+            diag = await self.diagnostics_cost(window)
+        finally:
+            await window.session.close()
+            window.deleteLater()
+            raw.close()
+        self.log("fire hose…")
+        hose = await self.firehose()
+        self.log("long reply…")
+        long = self.long_reply()
+        self.log("baselines…")
+        stream = real_pieces[: self.plan.max_tokens * 4]
+        hose_pieces = [f"{i % 10} " for i in range(int(5000 * self.plan.firehose_seconds))]
+        baselines: dict[str, Any] = {}
+        for mode in ("per_piece_set_text", "per_piece_insert"):
+            normal = await self.baseline(mode, stream, tp["app_tok_s"])
+            fire = await self.baseline(mode, hose_pieces, 5000)
+            baselines[mode] = {
+                "loop_lag_ms": normal["loop_lag_ms"],
+                "token_to_screen_ms": normal["token_to_screen_ms"],
+                "firehose": {"lost": fire["lost"], "loop_lag_ms": fire["loop_lag_ms"]},
+            }
+            self.log(f"  {mode}: fire hose loop lag p99 {fire['loop_lag_ms']['p99']} ms")
+        return {
+            "throughput": {k: tp[k] for k in ("raw_tok_s", "app_tok_s", "ratio", "pairs")},
+            "loop_lag_ms": lag,
+            "token_to_screen_ms": tp["token_to_screen_ms"],
+            "frame_cost_ms": tp["frame_cost_ms"],
+            **stops,
+            "firehose": hose,
+            "long_reply": long,
+            "diagnostics_panel": diag,
+            "baselines": baselines,
+            "machine": self.machine(),
+        }
+
+    def machine(self) -> dict[str, Any]:
+        """What the figures were measured on."""
+        versions: dict[str, str | None] = {}
+        for dist in ("llama-cpp-python", "PySide6-Essentials", "qasync"):
+            try:
+                versions[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                versions[dist] = None
+        return {
+            "cores": os.cpu_count(),
+            "threads": self.options.n_threads,
+            "model": self.model.name,
+            "model_bytes": self.model.stat().st_size,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "qt_platform": QApplication.platformName(),
+            "frame_ms": round(FRAME * 1000, 2),
+            "queue_bound": DEFAULT_QUEUE_BOUND,
+            "packages": versions,
+        }
+
+
+class _PerPieceReceiver(QObject):
+    """The baselines' design: one queued Qt signal per piece, applied as it arrives."""
+
+    piece = Signal(str, float)
+
+    def __init__(self, view: ChatView, mode: str) -> None:
+        super().__init__()
+        self.view = view
+        self.mode = mode
+        self.text = ""
+        self.shown = 0
+        self.deadline = math.inf
+        self.to_screen = Distribution()
+        self.piece.connect(self.on_piece)
+
+    def produce(self, pieces: Sequence[str], rate: float) -> None:
+        start = time.perf_counter()
+        for i, text in enumerate(pieces):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0.001:
+                time.sleep(delay)
+            self.piece.emit(text, time.perf_counter())
+
+    @Slot(str, float)
+    def on_piece(self, text: str, produced_at: float) -> None:
+        if time.perf_counter() > self.deadline:
+            return  # past the grace period: counted as not shown, not rendered
+        if self.mode == "per_piece_set_text":
+            self.text += text
+            self.view.setPlainText(self.text)
+        else:
+            self.view.append_to_reply(text)
+        self.shown += 1
+        self.to_screen.add((time.perf_counter() - produced_at) * 1000)
+
+    def discard_pending(self) -> None:
+        self.piece.disconnect(self.on_piece)
+        QCoreApplication.removePostedEvents(self)
+
+
+def _figure(doc: dict[str, Any], path: str) -> float:
+    value: Any = doc
+    for key in path.split("."):
+        value = value[key]
+    return float(value)
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The bench's figures against their targets, as a Markdown table."""
+    lines = ["| figure | Floodgate | target | met |", "| --- | --- | --- | --- |"]
+    for path, op, target in TARGETS:
+        value = _figure(doc, path)
+        met = {">=": value >= target, "<=": value <= target, "==": value == target}[op]
+        lines.append(f"| {path} | {value:g} | {op} {target:g} | {'yes' if met else 'NO'} |")
+    lines += [
+        "",
+        "| same stream, design | loop lag p99 / max | token→screen p95 "
+        "| fire hose loop lag p99 | fire hose not shown |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    hose = doc["firehose"]
+    rows = [
+        (
+            "Floodgate (frame pump)",
+            doc["loop_lag_ms"],
+            doc["token_to_screen_ms"],
+            doc["firehose"]["loop_lag_ms"],
+            doc["firehose"]["lost"],
+        )
+    ]
+    for name, b in doc["baselines"].items():
+        rows.append(
+            (
+                name,
+                b["loop_lag_ms"],
+                b["token_to_screen_ms"],
+                b["firehose"]["loop_lag_ms"],
+                b["firehose"]["lost"],
+            )
+        )
+    for name, lag, t2s, hose_lag, lost in rows:
+        lines.append(
+            f"| {name} | {lag['p99']:.1f} / {lag['max']:.1f} ms | {t2s['p95']:.1f} ms "
+            f"| {hose_lag['p99']:.1f} ms | {lost} |"
+        )
+    tp, d, long = doc["throughput"], doc["diagnostics_panel"], doc["long_reply"]
+    lines += [
+        "",
+        f"raw {tp['raw_tok_s']} tok/s, app {tp['app_tok_s']} tok/s "
+        f"({doc['machine']['threads']} threads); diagnostics panel shown/hidden tok/s ratio "
+        f"{d['ratio']}; one update {long['early_update_ms']} ms early, "
+        f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
+        f"{hose['updates_per_s']} updates/s, RSS +{hose['rss_growth_mb']} MB",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N]``."""
+    parser = argparse.ArgumentParser(prog="floodgate bench", description=__doc__)
+    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--quick", action="store_true", help="a short run (checks the shape)")
+    parser.add_argument("--threads", type=int, default=default_threads())
+    args = parser.parse_args(list(argv))
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    assert isinstance(app, QApplication)
+    bench = Bench(args.model or default_model_path(), Plan.make(args.quick), args.threads)
+    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
+        doc = runner.run(bench.run())
+    print(table(doc))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2, allow_nan=True) + "\n")
+    return 0
