@@ -167,13 +167,22 @@ def test_truncated_model_then_a_good_one_and_the_user_carries_on(
     assert llama_session.conversation.messages[-1].content
 
 
-@pytest.mark.model
-def test_type_stream_and_stop_with_escape(
+@pytest.fixture
+def llama_window(
     qtbot: QtBot, loop: Loop, model_path: Path, llama_session: ChatSession
-) -> None:
+) -> MainWindow:
+    """The window on the real bundled model, loaded and ready."""
     window = open_window(qtbot, llama_session)
     window.open_model(model_path)
     run_until(loop, lambda: llama_session.state is ModelState.READY)
+    return window
+
+
+@pytest.mark.model
+def test_type_stream_and_stop_with_escape(
+    qtbot: QtBot, loop: Loop, llama_window: MainWindow, llama_session: ChatSession
+) -> None:
+    window = llama_window
     qtbot.keyClicks(window.composer, "Write a long story about a dragon.")
     qtbot.keyClick(window.composer, Qt.Key.Key_Return)
     run_until(loop, lambda: window.view.updates >= 10, timeout=60)
@@ -205,11 +214,13 @@ def test_type_stream_and_stop_with_escape(
 
 @pytest.mark.model
 def test_stop_during_a_long_prompt_and_the_next_reply_is_right(
-    qtbot: QtBot, loop: Loop, model_path: Path, llama_session: ChatSession
+    qtbot: QtBot,
+    loop: Loop,
+    model_path: Path,
+    llama_window: MainWindow,
+    llama_session: ChatSession,
 ) -> None:
-    window = open_window(qtbot, llama_session)
-    window.open_model(model_path)
-    run_until(loop, lambda: llama_session.state is ModelState.READY)
+    window = llama_window
     window.composer.setPlainText("The quick brown fox jumps over the lazy dog. " * 150)
     window.send_button.click()
     run_until(loop, lambda: llama_session.state is ModelState.GENERATING)
