@@ -40,26 +40,24 @@ class Distribution:
         """The ``q``-th percentile (nearest rank) of the kept samples; NaN when empty."""
         if not self._samples:
             return math.nan
-        ordered = sorted(self._samples)
-        rank = max(1, math.ceil(q / 100 * len(ordered)))
-        return ordered[rank - 1]
+        return _nearest_rank(sorted(self._samples), q)
 
     def summary(self) -> dict[str, float]:
         """``{"p50", "p95", "p99", "max", "n"}`` of the kept samples."""
         if not self._samples:
             return {"p50": math.nan, "p95": math.nan, "p99": math.nan, "max": math.nan, "n": 0}
         ordered = sorted(self._samples)
-
-        def rank(q: float) -> float:
-            return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
-
         return {
-            "p50": rank(50),
-            "p95": rank(95),
-            "p99": rank(99),
+            "p50": _nearest_rank(ordered, 50),
+            "p95": _nearest_rank(ordered, 95),
+            "p99": _nearest_rank(ordered, 99),
             "max": ordered[-1],
             "n": len(ordered),
         }
+
+
+def _nearest_rank(ordered: list[float], q: float) -> float:
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
 
 
 @dataclass

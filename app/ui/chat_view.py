@@ -80,9 +80,11 @@ class ChatView(QTextBrowser):
         return cursor
 
     def _add_paragraphs(self, header: str, text: str, user: bool) -> QTextCursor:
-        self._new_block(self._header_format()).insertText(header, self._header_format()[1])
-        body = self._new_block(self._body_format(user))
-        body.insertText(text, self._body_format(user)[1])
+        header_format = self._header_format()
+        self._new_block(header_format).insertText(header, header_format[1])
+        body_format = self._body_format(user)
+        body = self._new_block(body_format)
+        body.insertText(text, body_format[1])
         return body
 
     def add_user_message(self, text: str) -> None:
@@ -111,10 +113,6 @@ class ChatView(QTextBrowser):
         """Show a line from the app itself (a notice or an error) in the conversation."""
         fmt = self._note_format(error)
         self._new_block(fmt).insertText(text, fmt[1])
-
-    def reply_text(self) -> str:
-        """The plain text of the whole document (for tests and copy)."""
-        return self.toPlainText()
 
     # -- following the reply ------------------------------------------------------------------
 
