@@ -19,7 +19,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -52,6 +52,7 @@ FRAME = 1 / 60
 STORY = "Write a long story about a dragon who learns to read."
 CHECK = "What is the capital of France?"
 LONG_PROMPT = "The quick brown fox jumps over the lazy dog. " * 150  # about 1,500 tokens
+FIREHOSE_RATE = 5000
 
 TARGETS: list[tuple[str, str, float]] = [
     # (figure path, comparison, target)
@@ -100,6 +101,30 @@ def _summary(dist: Distribution) -> dict[str, float]:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in dist.summary().items()}
 
 
+@contextlib.asynccontextmanager
+async def _heartbeat() -> AsyncIterator[Distribution]:
+    """A 5 ms heartbeat on the UI loop for the duration of the block; yields its lateness."""
+    lag = Distribution()
+    task = asyncio.ensure_future(watch_loop_lag(lag))
+    try:
+        yield lag
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _firehose_pieces(seconds: float) -> list[str]:
+    """The fire hose's stream, the same for Floodgate and the baselines: digits, lines."""
+    return [f"{i % 10}" + (" " if i % 7 else "\n") for i in range(int(FIREHOSE_RATE * seconds))]
+
+
+def _shown_per_s(window: MainWindow) -> float:
+    rate = window.session.metrics.reply.shown_per_s
+    assert rate is not None, "the reply was too short to have a rate"
+    return rate
+
+
 async def _until(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -117,6 +142,7 @@ class Bench:
         self.options = EngineOptions(n_threads=threads)
         self.greedy = GenerationSettings(temperature=0.0, max_tokens=plan.max_tokens)
         self.rng = random.Random(1234)
+        self.real_pieces: list[str] = []
         self.log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
 
     # -- the app under test ---------------------------------------------------------------------
@@ -139,34 +165,38 @@ class Bench:
 
     # -- throughput, loop lag, token to screen ------------------------------------------------
 
-    def _raw_tok_s(self, raw: LlamaBackend) -> float:
-        # llama-cpp-python's own streaming loop, nothing else: the ceiling for the app.
-        llm = raw._llm
+    def _raw_run(self, raw: LlamaBackend) -> tuple[float, list[str]]:
+        """llama-cpp-python's own streaming loop, nothing else: the ceiling for the app.
+
+        Returns its tokens per second and the pieces it streamed.
+        """
         times: list[float] = []
-        for chunk in llm.create_chat_completion(
+        pieces: list[str] = []
+        for chunk in raw._llm.create_chat_completion(
             messages=[{"role": "user", "content": STORY}],
             stream=True,
             temperature=0.0,
             max_tokens=self.plan.max_tokens,
         ):
-            if chunk["choices"][0]["delta"].get("content"):  # type: ignore[index,union-attr]
+            text: str | None = chunk["choices"][0]["delta"].get("content")  # type: ignore[index,union-attr,assignment]
+            if text:
                 times.append(time.perf_counter())
-        return (len(times) - 1) / (times[-1] - times[0])
+                pieces.append(text)
+        return (len(times) - 1) / (times[-1] - times[0]), pieces
 
     async def throughput(self, window: MainWindow, raw: LlamaBackend) -> dict[str, Any]:
         """Raw and app runs interleaved; the median of per-pair ratios."""
         metrics = window.session.metrics
         raw_rates, app_rates, ratios = [], [], []
-        self._raw_tok_s(raw)  # warm both: first runs pay for allocations and page faults
+        # Warm both (first runs pay for allocations and page faults); the warm-up's pieces are
+        # the real token stream the baselines replay.
+        _, self.real_pieces = self._raw_run(raw)
         await self._ask(window, STORY)
         metrics.token_to_screen_ms, metrics.frame_cost_ms = Distribution(), Distribution()
         for pair in range(self.plan.pairs):
-            raw_rate = self._raw_tok_s(raw)
+            raw_rate, _ = self._raw_run(raw)
             await self._ask(window, STORY)
-            r = metrics.reply
-            assert r.first_shown_at is not None
-            assert r.last_shown_at is not None
-            app_rate = (r.pieces_shown - 1) / (r.last_shown_at - r.first_shown_at)
+            app_rate = _shown_per_s(window)
             raw_rates.append(raw_rate)
             app_rates.append(app_rate)
             ratios.append(app_rate / raw_rate)
@@ -186,15 +216,9 @@ class Bench:
         Run apart from the throughput pairs: the heartbeat is the bench's instrument (200
         wake-ups a second), not something the app runs while a user chats.
         """
-        lag = Distribution()
-        heartbeat = asyncio.ensure_future(watch_loop_lag(lag))
-        try:
+        async with _heartbeat() as lag:
             for _ in range(max(1, self.plan.pairs // 2)):
                 await self._ask(window, STORY)
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
         return _summary(lag)
 
     async def diagnostics_cost(self, window: MainWindow) -> dict[str, Any]:
@@ -207,10 +231,7 @@ class Bench:
                 window.diagnostics_dock.setVisible(shown)
                 metrics.loop_lag_ms = lags[shown]  # the frame timer's lateness, as the app sees it
                 await self._ask(window, STORY)
-                r = metrics.reply
-                assert r.first_shown_at is not None
-                assert r.last_shown_at is not None
-                rates[shown].append((r.pieces_shown - 1) / (r.last_shown_at - r.first_shown_at))
+                rates[shown].append(_shown_per_s(window))
         window.diagnostics_dock.hide()
         return {
             "tok_s_hidden": round(statistics.median(rates[False]), 2),
@@ -279,17 +300,15 @@ class Bench:
 
     async def firehose(self) -> dict[str, Any]:
         """The scripted backend at 5,000 pieces/s through the same queue, pump and view."""
-        rate = 5000
-        pieces = [
-            f"{i % 10}" + (" " if i % 7 else "\n")
-            for i in range(int(rate * self.plan.firehose_seconds))
-        ]
-        backend = ScriptedBackend(pieces, rate=rate)
+        pieces = _firehose_pieces(self.plan.firehose_seconds)
+        backend = ScriptedBackend(pieces, rate=FIREHOSE_RATE)
         window = await self._open_app(scripted_opener(backend), self.greedy)
         session = window.session
         rss_before = _rss_mb()
         began = time.perf_counter()
-        await self._ask(window, "fire")
+        # The same 5 ms heartbeat as the baselines' fire hose, so the two compare like for like.
+        async with _heartbeat() as lag:
+            await self._ask(window, "fire")
         elapsed = time.perf_counter() - began
         shown = session.metrics.reply.pieces_shown
         result = {
@@ -301,7 +320,7 @@ class Bench:
             "queue_bound": session.queue_bound,
             "queue_headroom": session.queue_bound - session.metrics.queue_max,
             "updates_per_s": round(window.view.updates / elapsed, 1),
-            "loop_lag_ms": _summary(session.metrics.loop_lag_ms),
+            "loop_lag_ms": _summary(lag),
             "rss_growth_mb": round(_rss_mb() - rss_before, 2),
         }
         await session.close()
@@ -315,20 +334,18 @@ class Bench:
         view.show()
         view.begin_reply()
         receiver = _PerPieceReceiver(view, mode)
-        lag = Distribution()
-        watcher = asyncio.ensure_future(watch_loop_lag(lag))
-        producer = threading.Thread(target=receiver.produce, args=(pieces, rate), daemon=True)
-        producer.start()
-        # The stream's length plus two seconds' grace to show what is still queued; what is
-        # not on screen by then counts as lost. Without a deadline the per-piece designs
-        # take minutes to work through a ten-second fire hose.
-        receiver.deadline = time.perf_counter() + len(pieces) / rate + 2.0
-        await _until(
-            lambda: receiver.shown == len(pieces) or time.perf_counter() > receiver.deadline,
-            timeout=600,
-        )
-        producer.join()
-        watcher.cancel()
+        async with _heartbeat() as lag:
+            producer = threading.Thread(target=receiver.produce, args=(pieces, rate), daemon=True)
+            producer.start()
+            # The stream's length plus two seconds' grace to show what is still queued; what
+            # is not on screen by then counts as lost. Without a deadline the per-piece
+            # designs take minutes to work through a ten-second fire hose.
+            receiver.deadline = time.perf_counter() + len(pieces) / rate + 2.0
+            await _until(
+                lambda: receiver.shown == len(pieces) or time.perf_counter() > receiver.deadline,
+                timeout=600,
+            )
+            producer.join()
         shown = receiver.shown
         receiver.discard_pending()
         view.deleteLater()
@@ -386,8 +403,6 @@ class Bench:
             tp = await self.throughput(window, raw)
             self.log("loop lag (5 ms heartbeat while streaming)…")
             lag = await self.loop_lag(window)
-            # The piece stream the baselines replay: the real reply, at the real rate.
-            real_pieces = [p for p in window.session.conversation.messages[-1].content]
             self.log("stop during decoding and prefill…")
             stops = await self.stops(window)
             self.log("diagnostics panel shown vs hidden…")
@@ -401,12 +416,12 @@ class Bench:
         self.log("long reply…")
         long = self.long_reply()
         self.log("baselines…")
-        stream = real_pieces[: self.plan.max_tokens * 4]
-        hose_pieces = [f"{i % 10} " for i in range(int(5000 * self.plan.firehose_seconds))]
+        hose_pieces = _firehose_pieces(self.plan.firehose_seconds)
         baselines: dict[str, Any] = {}
         for mode in ("per_piece_set_text", "per_piece_insert"):
-            normal = await self.baseline(mode, stream, tp["app_tok_s"])
-            fire = await self.baseline(mode, hose_pieces, 5000)
+            # The real model's token pieces at the app's rate, then the same fire hose.
+            normal = await self.baseline(mode, self.real_pieces, tp["app_tok_s"])
+            fire = await self.baseline(mode, hose_pieces, FIREHOSE_RATE)
             baselines[mode] = {
                 "loop_lag_ms": normal["loop_lag_ms"],
                 "token_to_screen_ms": normal["token_to_screen_ms"],
@@ -509,36 +524,19 @@ def table(doc: dict[str, Any]) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     hose = doc["firehose"]
-    rows = [
-        (
-            "Floodgate (frame pump)",
-            doc["loop_lag_ms"],
-            doc["token_to_screen_ms"],
-            doc["firehose"]["loop_lag_ms"],
-            doc["firehose"]["lost"],
-        )
-    ]
-    for name, b in doc["baselines"].items():
-        rows.append(
-            (
-                name,
-                b["loop_lag_ms"],
-                b["token_to_screen_ms"],
-                b["firehose"]["loop_lag_ms"],
-                b["firehose"]["lost"],
-            )
-        )
-    for name, lag, t2s, hose_lag, lost in rows:
+    designs = {"Floodgate (frame pump)": doc, **doc["baselines"]}
+    for name, d in designs.items():
+        lag, t2s, fire = d["loop_lag_ms"], d["token_to_screen_ms"], d["firehose"]
         lines.append(
             f"| {name} | {lag['p99']:.1f} / {lag['max']:.1f} ms | {t2s['p95']:.1f} ms "
-            f"| {hose_lag['p99']:.1f} ms | {lost} |"
+            f"| {fire['loop_lag_ms']['p99']:.1f} ms | {fire['lost']} |"
         )
-    tp, d, long = doc["throughput"], doc["diagnostics_panel"], doc["long_reply"]
+    tp, panel, long = doc["throughput"], doc["diagnostics_panel"], doc["long_reply"]
     lines += [
         "",
         f"raw {tp['raw_tok_s']} tok/s, app {tp['app_tok_s']} tok/s "
         f"({doc['machine']['threads']} threads); diagnostics panel shown/hidden tok/s ratio "
-        f"{d['ratio']}; one update {long['early_update_ms']} ms early, "
+        f"{panel['ratio']}; one update {long['early_update_ms']} ms early, "
         f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
         f"{hose['updates_per_s']} updates/s, RSS +{hose['rss_growth_mb']} MB",
     ]

@@ -82,10 +82,18 @@ class ReplyFigures:
     @property
     def tokens_per_s(self) -> float | None:
         """Pieces produced per second, from the first piece to the latest."""
-        if self.first_produced_at is None or self.last_produced_at is None or self.pieces_shown < 2:
-            return None
-        span = self.last_produced_at - self.first_produced_at
-        return (self.pieces_shown - 1) / span if span > 0 else None
+        return _rate(self.pieces_shown, self.first_produced_at, self.last_produced_at)
+
+    @property
+    def shown_per_s(self) -> float | None:
+        """Pieces shown per second, from the first on screen to the latest (what the user sees)."""
+        return _rate(self.pieces_shown, self.first_shown_at, self.last_shown_at)
+
+
+def _rate(count: int, first: float | None, last: float | None) -> float | None:
+    if first is None or last is None or count < 2 or last <= first:
+        return None
+    return (count - 1) / (last - first)
 
 
 @dataclass
