@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import threading
@@ -29,7 +30,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import qasync
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QApplication, QTextBrowser
 
 from app.engine import (
     ChatMessage,
@@ -53,6 +55,31 @@ STORY = "Write a long story about a dragon who learns to read."
 CHECK = "What is the capital of France?"
 LONG_PROMPT = "The quick brown fox jumps over the lazy dog. " * 150  # about 1,500 tokens
 FIREHOSE_RATE = 5000
+LONG_SECTION = """## A section of a long answer
+
+The model explains something at length here, with **bold words**, some `inline code`, and a
+[link to the docs](https://example.com/docs). Paragraphs like this one are what most replies
+are made of, so they are most of what the long reply streams.
+
+- a first point, short
+- a second point that runs a little longer than the first one
+- a third point with `code` in it
+
+```python
+def area(width: float, height: float) -> float:
+    '''The area of a rectangle.'''
+    return width * height
+```
+
+| name | value |
+| --- | --- |
+| width | 3 |
+| height | 4 |
+
+A closing paragraph sums the section up before the next one begins, in two sentences. It
+ends with a full stop.
+
+"""
 
 TARGETS: list[tuple[str, str, float]] = [
     # (figure path, comparison, target)
@@ -329,10 +356,10 @@ class Bench:
 
     async def baseline(self, mode: str, pieces: list[str], rate: float) -> dict[str, Any]:
         """A design other apps use: one queued signal per piece, no frame batching."""
-        view = ChatView()
+        # The other apps' view: one QTextDocument holding the whole reply.
+        view = QTextBrowser()
         view.resize(800, 600)
         view.show()
-        view.begin_reply()
         receiver = _PerPieceReceiver(view, mode)
         async with _heartbeat() as lag:
             producer = threading.Thread(target=receiver.produce, args=(pieces, rate), daemon=True)
@@ -358,14 +385,20 @@ class Bench:
     # -- a long reply ---------------------------------------------------------------------------
 
     def long_reply(self) -> dict[str, Any]:
-        """The cost of one update (insert + paint) early in a reply and after many pieces."""
+        """The cost of one update (Markdown render + paint) early in a reply and after many pieces.
+
+        The reply repeats one Markdown section (heading, paragraphs, a list, a code block), so
+        the late updates show the same kind of content as the early ones: only the position in
+        the reply differs.
+        """
         view = ChatView()
         view.resize(800, 600)
         view.show()
         view.begin_reply()
         per_update = 4  # pieces joined into one frame's update at a typical rate
-        words = ["lorem ", "ipsum ", "dolor ", "sit ", "amet,\n", "consectetur "]
-        pieces = [words[i % len(words)] for i in range(self.plan.long_pieces + 400)]
+        section = _markdown_pieces(LONG_SECTION)
+        late_start = math.ceil(self.plan.long_pieces / len(section)) * len(section)
+        pieces = section * (late_start // len(section) + 2)
 
         def measure(start: int, count: int) -> list[float]:
             costs = []
@@ -376,20 +409,23 @@ class Bench:
                 costs.append((time.perf_counter() - began) * 1000)
             return costs
 
-        early = measure(0, 50)
-        i = 50 * per_update
-        while i < self.plan.long_pieces:
+        count = len(section) // per_update
+        early = measure(0, count)
+        i = count * per_update
+        while i < late_start:
             view.append_to_reply("".join(pieces[i : i + per_update]))
             i += per_update
-        late = measure(self.plan.long_pieces, 50)
+        late = measure(late_start, count)
+        rows = len(view.stack.rows)
         view.deleteLater()
         early_ms, late_ms = statistics.median(early), statistics.median(late)
         return {
-            "pieces": self.plan.long_pieces,
+            "pieces": late_start,
+            "rows": rows,
             "early_update_ms": round(early_ms, 4),
             "late_update_ms": round(late_ms, 4),
             "ratio": round(late_ms / early_ms, 3),
-            "markdown": False,
+            "markdown": True,
         }
 
     # -- all of it ------------------------------------------------------------------------------
@@ -468,9 +504,10 @@ class _PerPieceReceiver(QObject):
 
     piece = Signal(str, float)
 
-    def __init__(self, view: ChatView, mode: str) -> None:
+    def __init__(self, view: QTextBrowser, mode: str) -> None:
         super().__init__()
         self.view = view
+        self.cursor = QTextCursor(view.document())
         self.mode = mode
         self.text = ""
         self.shown = 0
@@ -494,13 +531,25 @@ class _PerPieceReceiver(QObject):
             self.text += text
             self.view.setPlainText(self.text)
         else:
-            self.view.append_to_reply(text)
+            self.cursor.movePosition(QTextCursor.MoveOperation.End)
+            self.cursor.insertText(text)
         self.shown += 1
         self.to_screen.add((time.perf_counter() - produced_at) * 1000)
 
     def discard_pending(self) -> None:
         self.piece.disconnect(self.on_piece)
         QCoreApplication.removePostedEvents(self)
+
+
+def _markdown_pieces(text: str) -> list[str]:
+    """Text cut the way a tokenizer cuts it: words with their leading space, about 4 characters."""
+    pieces: list[str] = []
+    for word in re.findall(r"\s*\S+|\s+", text):
+        while len(word) > 6:
+            pieces.append(word[:4])
+            word = word[4:]
+        pieces.append(word)
+    return pieces
 
 
 def _figure(doc: dict[str, Any], path: str) -> float:

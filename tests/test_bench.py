@@ -75,7 +75,8 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert long["ratio"] == pytest.approx(
         long["late_update_ms"] / long["early_update_ms"], rel=1e-2
     )
-    assert long["markdown"] is False
+    assert long["markdown"] is True
+    assert long["rows"] > 20  # the reply really was cut into many final blocks
 
     for name in ("per_piece_set_text", "per_piece_insert"):
         base = doc["baselines"][name]

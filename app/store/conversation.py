@@ -8,6 +8,26 @@ from typing import Literal
 Role = Literal["system", "user", "assistant"]
 Status = Literal["complete", "streaming", "stopped", "length", "error"]
 
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+"""The tags reasoning models put around their thinking, at the start of a reply."""
+
+
+def strip_thinking(text: str) -> str:
+    """A reply without its leading thinking section.
+
+    Chat templates of reasoning models drop earlier turns' thinking themselves (Qwen3 keeps
+    only what follows ``</think>``), and templates of other models never expect it, so it is
+    never sent back.
+    """
+    stripped = text.lstrip()
+    if not stripped.startswith(THINK_OPEN):
+        return text
+    end = stripped.find(THINK_CLOSE)
+    if end < 0:
+        return ""  # stopped while still thinking: there is no answer to send back
+    return stripped[end + len(THINK_CLOSE) :].lstrip()
+
 
 @dataclass
 class Message:
@@ -44,13 +64,16 @@ class Conversation:
         """The turns to send to the model, oldest first.
 
         Partial replies kept after Stop are included: the user saw them, so the model should
-        too. Failed and empty replies are not.
+        too. Failed and empty replies are not, nor is a reply's thinking section.
         """
         turns: list[tuple[Role, str]] = []
         if self.system_prompt:
             turns.append(("system", self.system_prompt))
         for message in self.messages:
-            if message.status == "error" or not message.content:
+            content = message.content
+            if message.role == "assistant":
+                content = strip_thinking(content)
+            if message.status == "error" or not content:
                 continue
-            turns.append((message.role, message.content))
+            turns.append((message.role, content))
         return turns

@@ -1,31 +1,154 @@
-"""The conversation view: prompts and replies, with replies appended as they stream."""
+"""The conversation view: prompts and replies, with replies rendered as Markdown as they stream."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QFont, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import QTextBrowser, QWidget
+import time
+
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
+from typing_extensions import override
+
+from app.ui.markdown import Block, BlockUpdate, MarkdownStream, ThinkSplitter, ThinkUpdate
+from app.ui.rows import (
+    CodeRow,
+    HeaderRow,
+    Row,
+    RowStack,
+    TextRow,
+    Theme,
+    ThinkingRow,
+    theme_for,
+    tr,
+)
 
 PIN_SLACK_PX = 4
 """How close to the bottom counts as 'at the bottom' (a partly shown last line still pins)."""
 
 
-class ChatView(QTextBrowser):
-    """A read-only document of turns; a streaming reply grows by appends at its end.
+class _BlockRows:
+    """The rows showing one Markdown stream: final rows above, the open tail's rows below.
 
-    Appending inserts at a cursor kept at the reply's end, so each update lays out only the
-    last paragraph; the document is never re-set, whatever the reply's length. While the
-    user is at the bottom the view follows the reply; scrolling up detaches it, scrolling
-    back to the bottom re-attaches it.
+    Final rows are never touched again. An update re-renders only the open rows, reusing a
+    row when its kind still matches, so the common update (the last paragraph grew) changes
+    one label.
+    """
+
+    def __init__(self, view: ChatView, style: str) -> None:
+        self._view = view
+        self._style = style
+        self.stream = MarkdownStream()
+        self.rows: list[Row] = []
+        self._open: list[Row] = []
+        self.hidden = False
+
+    def feed(self, text: str) -> None:
+        self._show(self.stream.feed(text))
+
+    def finish(self) -> None:
+        self._show(self.stream.finish())
+
+    def _new_row(self, block: Block) -> Row:
+        row: CodeRow | TextRow
+        theme = self._view.theme
+        row = CodeRow(theme) if block.kind == "code" else TextRow(theme, self._style)
+        row.set_block(block)
+        return row
+
+    def _show(self, update: BlockUpdate) -> None:
+        stack = self._view.stack
+        blocks = update.closed + update.open
+        kept: list[Row] = []
+        for row, block in zip(self._open, blocks, strict=False):
+            if row.kind != block.kind:
+                break
+            assert isinstance(row, CodeRow | TextRow)
+            if row.set_block(block):
+                stack.refresh(row)
+            kept.append(row)
+        stale = self._open[len(kept) :]
+        stack.remove_tail(stale)
+        del self.rows[len(self.rows) - len(stale) :]
+        for block in blocks[len(kept) :]:
+            row = self._new_row(block)
+            stack.append(row)
+            self.rows.append(row)
+            kept.append(row)
+            if self.hidden:
+                stack.set_visible([row], False)
+        self._open = kept[len(update.closed) :]
+
+
+class _Reply:
+    """One reply being shown: its header, an optional thinking section, and its answer."""
+
+    def __init__(self, view: ChatView, speaker: str) -> None:
+        self._view = view
+        self.text = ""
+        self.header = HeaderRow(speaker, lambda: self.text)
+        view.stack.append(self.header)
+        self._splitter = ThinkSplitter()
+        self._thinking: _BlockRows | None = None
+        self.thinking_row: ThinkingRow | None = None
+        self._thinking_began = 0.0
+        self.answer = _BlockRows(view, "reply")
+
+    def append(self, text: str) -> None:
+        self.text += text
+        self._apply(self._splitter.feed(text))
+
+    def finish(self) -> None:
+        self._apply(self._splitter.finish())
+        if self.thinking_row is not None and self.thinking_row.seconds is None:
+            self._end_thinking()  # stopped (or ended) while still thinking
+        self.answer.finish()
+
+    def _apply(self, update: ThinkUpdate) -> None:
+        if update.thinking_started:
+            self.thinking_row = ThinkingRow(self._toggle_thinking)
+            self._view.stack.append(self.thinking_row)
+            self._thinking = _BlockRows(self._view, "thinking")
+            self._thinking_began = time.monotonic()
+        if update.thinking and self._thinking is not None:
+            self._thinking.feed(update.thinking)
+        if update.thinking_ended:
+            self._end_thinking()
+        if update.answer:
+            self.answer.feed(update.answer)
+
+    def _end_thinking(self) -> None:
+        assert self._thinking is not None
+        assert self.thinking_row is not None
+        self._thinking.finish()
+        self.thinking_row.set_done(time.monotonic() - self._thinking_began)
+
+    def _toggle_thinking(self, expanded: bool) -> None:
+        if self._thinking is not None:
+            self._thinking.hidden = not expanded
+            self._view.stack.set_visible(self._thinking.rows, expanded)
+
+
+class ChatView(QScrollArea):
+    """The conversation, as a column of rows; a streaming reply grows at the bottom.
+
+    Replies are Markdown, rendered as they stream: each update re-renders only the reply's
+    last, still-open block (see :mod:`app.ui.markdown`), and the rows above it are final, so an
+    update costs the same at the start of a long reply as at its end. Prompts and the app's
+    own notes are plain text. While the user is at the bottom the view follows the reply;
+    scrolling up detaches it, scrolling back to the bottom re-attaches it.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatView")
-        self.setOpenLinks(False)
-        self.setOpenExternalLinks(False)
-        self.setUndoRedoEnabled(False)
-        self.document().setDocumentMargin(12)
-        self._reply_cursor: QTextCursor | None = None
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.stack = RowStack()
+        self.setWidget(self.stack)
+        self.theme: Theme = theme_for(self.palette())
+        self._reply: _Reply | None = None
+        self.replies: list[_Reply] = []
         self._pinned = True
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
@@ -33,86 +156,67 @@ class ChatView(QTextBrowser):
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
 
-    # -- formats ------------------------------------------------------------------------------
-
-    def _tint(self, alpha: int) -> QColor:
-        color = QColor(self.palette().color(QPalette.ColorRole.Highlight))
-        color.setAlpha(alpha)
-        return color
-
-    def _header_format(self) -> tuple[QTextBlockFormat, QTextCharFormat]:
-        block = QTextBlockFormat()
-        block.setTopMargin(14)
-        block.setBottomMargin(2)
-        char = QTextCharFormat()
-        char.setFontWeight(QFont.Weight.Bold)
-        return block, char
-
-    def _body_format(self, user: bool) -> tuple[QTextBlockFormat, QTextCharFormat]:
-        block = QTextBlockFormat()
-        block.setLeftMargin(8)
-        block.setRightMargin(8)
-        if user:
-            block.setBackground(self._tint(40))
-        return block, QTextCharFormat()
-
-    def _note_format(self, error: bool) -> tuple[QTextBlockFormat, QTextCharFormat]:
-        block = QTextBlockFormat()
-        block.setLeftMargin(8)
-        block.setTopMargin(2)
-        char = QTextCharFormat()
-        char.setFontItalic(True)
-        role = QPalette.ColorRole.Text if error else QPalette.ColorRole.PlaceholderText
-        char.setForeground(QColor("#c0392b") if error else self.palette().color(role))
-        return block, char
-
-    # -- building the document ----------------------------------------------------------------
-
-    def _new_block(self, fmt: tuple[QTextBlockFormat, QTextCharFormat]) -> QTextCursor:
-        cursor = QTextCursor(self.document())
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        if not self.document().isEmpty():
-            cursor.insertBlock(fmt[0], fmt[1])
-        else:
-            cursor.setBlockFormat(fmt[0])
-            cursor.setBlockCharFormat(fmt[1])
-        cursor.setCharFormat(fmt[1])
-        return cursor
-
-    def _add_paragraphs(self, header: str, text: str, user: bool) -> QTextCursor:
-        header_format = self._header_format()
-        self._new_block(header_format).insertText(header, header_format[1])
-        body_format = self._body_format(user)
-        body = self._new_block(body_format)
-        body.insertText(text, body_format[1])
-        return body
+    # -- building the conversation ------------------------------------------------------------
 
     def add_user_message(self, text: str) -> None:
-        """Show a prompt the user sent."""
-        self._add_paragraphs("You", text, user=True)
+        """Show a prompt the user sent (as plain text: it is never interpreted)."""
+        self.stack.append(HeaderRow(tr("You"), lambda: text))
+        row = TextRow(self.theme, "user")
+        row.set_plain(text)
+        self.stack.append(row)
 
     def begin_reply(self, speaker: str = "Floodgate") -> None:
         """Start an empty reply that :meth:`append_to_reply` grows."""
-        self._reply_cursor = self._add_paragraphs(speaker, "", user=False)
+        self._reply = _Reply(self, speaker)
+        self.replies.append(self._reply)
 
     def append_to_reply(self, text: str) -> None:
         """Append streamed text to the reply in progress."""
-        if self._reply_cursor is None:
+        if self._reply is None:
             self.begin_reply()
-            assert self._reply_cursor is not None
-        self._reply_cursor.insertText(text)
+            assert self._reply is not None
+        self._reply.append(text)
         self.updates += 1
 
     def end_reply(self, note: str = "", *, error: bool = False) -> None:
         """Close the reply in progress, with a note under it (for example "Stopped.")."""
-        self._reply_cursor = None
+        if self._reply is not None:
+            self._reply.finish()
+        self._reply = None
         if note:
             self.add_note(note, error=error)
 
     def add_note(self, text: str, *, error: bool = False) -> None:
         """Show a line from the app itself (a notice or an error) in the conversation."""
-        fmt = self._note_format(error)
-        self._new_block(fmt).insertText(text, fmt[1])
+        row = TextRow(self.theme, "error" if error else "note")
+        row.set_plain(text)
+        self.stack.append(row)
+
+    def clear(self) -> None:
+        """Remove everything shown."""
+        self._reply = None
+        self.replies.clear()
+        self.stack.clear()
+
+    def toPlainText(self) -> str:
+        """Everything shown, as text (replies as the Markdown the model wrote)."""
+        return "\n".join(row.plain_text() for row in self.stack.rows if row.isVisibleTo(self.stack))
+
+    # -- layout and theme ---------------------------------------------------------------------
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.stack.set_width(self.viewport().width())
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.theme = theme_for(self.palette())
+            for row in self.stack.rows:
+                row.restyle(self.theme)
+            self.stack.set_width(self.viewport().width())
 
     # -- following the reply ------------------------------------------------------------------
 

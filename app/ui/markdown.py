@@ -1,0 +1,306 @@
+"""Streaming Markdown: a reply's text, cut into top-level blocks that are final once closed.
+
+No Qt here: this module turns text into blocks (HTML for prose, raw source for code) and the
+chat view turns blocks into widgets.
+
+The approach is Textual's streaming Markdown. A reply grows only at its end, and in CommonMark
+a new top-level block can only begin once the one before it has ended, so every block but the
+last is final: it is rendered once and never parsed again. Each update re-parses only the open
+tail, which keeps the cost of an update independent of how long the reply already is.
+
+A block is treated as closed only when the block after it starts on a complete line: a partial
+line can still change what it is (``2`` becomes a list item once ``.`` arrives and would then
+continue the list above it).
+
+Model output is untrusted. Raw HTML is escaped (markdown-it's ``html`` option is off), images
+are shown as their description and address and never loaded, and a link shows its address
+next to its text so the reader sees where it goes before clicking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+from app.store.conversation import THINK_CLOSE, THINK_OPEN
+
+BlockKind = Literal["text", "code"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One top-level Markdown block, ready to show.
+
+    Attributes:
+        kind: ``"code"`` for a fenced or indented code block, ``"text"`` for everything else.
+        html: the block as (safe) HTML, for ``"text"`` blocks.
+        code: the code, for ``"code"`` blocks (the fence's content, without the fences).
+        language: the fence's info word (``python``), or ``""``.
+        source: the Markdown the block was made from.
+    """
+
+    kind: BlockKind
+    html: str = ""
+    code: str = ""
+    language: str = ""
+    source: str = ""
+
+
+@dataclass
+class BlockUpdate:
+    """What changed after :meth:`MarkdownStream.feed`.
+
+    Attributes:
+        closed: blocks that became final with this update, in order. They follow the blocks
+            closed by earlier updates and take the place of the first open blocks shown so far.
+        open: the blocks at the end that may still change, in full (re-render these).
+    """
+
+    closed: list[Block] = field(default_factory=list)
+    open: list[Block] = field(default_factory=list)
+
+
+def _link_close(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Show where a link goes: "text (https://…)" unless the text already is the address.
+    depth = 0
+    for i in range(idx - 1, -1, -1):
+        token = tokens[i]
+        if token.type == "link_close":
+            depth += 1
+        elif token.type == "link_open":
+            if depth:
+                depth -= 1
+                continue
+            href = str(token.attrGet("href") or "")
+            label = "".join(
+                t.content for t in tokens[i + 1 : idx] if t.type in ("text", "code_inline")
+            )
+            shown = href.removeprefix("mailto:")
+            if label.strip() in (href, shown):
+                return "</a>"
+            return f'</a> <span class="address">({escapeHtml(href)})</span>'
+    return "</a>"
+
+
+def _image(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Never fetched: an image is shown as its description and its address.
+    token = tokens[idx]
+    alt = "".join(t.content for t in (token.children or []))
+    src = str(token.attrGet("src") or "")
+    return (
+        f'<span class="image">[{escapeHtml(alt) or "image"}]</span> '
+        f'<span class="address">({escapeHtml(src)})</span>'
+    )
+
+
+def _table_open(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Qt's rich text draws no cell borders unless the table asks for them.
+    return '<table class="md" border="1" cellspacing="0" cellpadding="4">\n'
+
+
+def make_parser() -> MarkdownIt:
+    """CommonMark plus GFM tables, strikethrough and hard line breaks; raw HTML off."""
+    # ``breaks``: models write poems, addresses and steps one per line and expect them to stay
+    # on their own lines, as chat apps show them; CommonMark alone would join them.
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True})
+    md.enable(["table", "strikethrough"])
+
+    md.add_render_rule("link_close", _link_close)
+    md.add_render_rule("image", _image)
+    md.add_render_rule("table_open", _table_open)
+    return md
+
+
+_PARSER = make_parser()
+
+
+def _groups(tokens: list[Token]) -> list[list[Token]]:
+    """Split a token stream into its top-level blocks."""
+    groups: list[list[Token]] = []
+    depth = 0
+    for token in tokens:
+        if depth == 0:
+            groups.append([])
+        groups[-1].append(token)
+        depth += token.nesting
+    return groups
+
+
+def _to_block(group: list[Token], lines: list[str], end_line: int, md: MarkdownIt) -> Block:
+    first = group[0]
+    start = first.map[0] if first.map else 0
+    source = "".join(lines[start:end_line])
+    if first.type in ("fence", "code_block"):
+        language = first.info.strip().split(maxsplit=1)[0] if first.info.strip() else ""
+        return Block("code", code=first.content, language=language, source=source)
+    return Block("text", html=md.renderer.render(group, md.options, {}), source=source)
+
+
+def _blocks(groups: list[list[Token]], lines: list[str], md: MarkdownIt) -> list[Block]:
+    blocks = []
+    for i, group in enumerate(groups):
+        nxt = groups[i + 1][0].map if i + 1 < len(groups) else None
+        end = nxt[0] if nxt else len(lines)
+        blocks.append(_to_block(group, lines, end, md))
+    return blocks
+
+
+class MarkdownStream:
+    """Turns a growing text into final blocks plus an open tail, re-parsing only the tail."""
+
+    def __init__(self, md: MarkdownIt | None = None) -> None:
+        self._md = md or _PARSER
+        self._tail = ""
+        self._held_cr = False
+        self.closed_count = 0
+        """How many blocks are final so far."""
+
+    @property
+    def tail(self) -> str:
+        """The text not yet part of a final block."""
+        return self._tail
+
+    def feed(self, text: str) -> BlockUpdate:
+        """Add text at the end; returns the blocks that closed and the open ones."""
+        if self._held_cr:
+            text = "\r" + text
+            self._held_cr = False
+        if text.endswith("\r"):
+            # It may be the first half of "\r\n": decide when the next piece comes.
+            text, self._held_cr = text[:-1], True
+        self._tail += text.replace("\r\n", "\n").replace("\r", "\n")
+        return self._update(final=False)
+
+    def finish(self) -> BlockUpdate:
+        """The text is complete: every block is final."""
+        if self._held_cr:
+            self._tail += "\n"
+            self._held_cr = False
+        return self._update(final=True)
+
+    def _update(self, *, final: bool) -> BlockUpdate:
+        md = self._md
+        tail = self._tail
+        lines = tail.splitlines(keepends=True)
+        groups = _groups(md.parse(tail))
+        complete = len(lines) if (final or tail.endswith("\n")) else len(lines) - 1
+        # The last group that starts on a complete line begins the open tail.
+        cut = 0
+        if final:
+            cut = len(groups)
+        else:
+            for i in range(len(groups) - 1, 0, -1):
+                start = groups[i][0].map
+                if start is not None and start[0] < complete:
+                    cut = i
+                    break
+        blocks = _blocks(groups, lines, md)
+        update = BlockUpdate(closed=blocks[:cut], open=blocks[cut:])
+        if cut:
+            if cut < len(groups):
+                start_map = groups[cut][0].map
+                assert start_map is not None
+                self._tail = "".join(lines[start_map[0] :])
+            else:
+                self._tail = ""
+            self.closed_count += cut
+        return update
+
+
+def render_blocks(text: str) -> list[Block]:
+    """The blocks of a complete text rendered at once (what streaming must end up equal to)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.splitlines(keepends=True)
+    return _blocks(_groups(_PARSER.parse(text)), lines, _PARSER)
+
+
+@dataclass
+class ThinkUpdate:
+    """Text routed by :class:`ThinkSplitter`: to the thinking section or to the answer."""
+
+    thinking: str = ""
+    answer: str = ""
+    thinking_started: bool = False
+    thinking_ended: bool = False
+
+
+class ThinkSplitter:
+    """Separates a leading ``<think>…</think>`` section (reasoning models) from the answer.
+
+    Tags can arrive cut across pieces; a piece that might be the start of a tag is held back
+    until the next piece decides it.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._state: Literal["start", "thinking", "after", "answer"] = "start"
+
+    @property
+    def thinking(self) -> bool:
+        """Whether text is currently going to the thinking section."""
+        return self._state == "thinking"
+
+    def feed(self, text: str) -> ThinkUpdate:
+        """Route a piece of the reply."""
+        update = ThinkUpdate()
+        text = self._held + text
+        self._held = ""
+        if self._state == "start":
+            stripped = text.lstrip()
+            if stripped.startswith(THINK_OPEN):
+                self._state = "thinking"
+                update.thinking_started = True
+                text = stripped[len(THINK_OPEN) :]
+            elif THINK_OPEN.startswith(stripped):
+                self._held = text  # may still become "<think>"
+                return update
+            else:
+                self._state = "answer"
+        if self._state == "thinking":
+            end = text.find(THINK_CLOSE)
+            if end >= 0:
+                update.thinking = text[:end]
+                update.thinking_ended = True
+                self._state = "after"
+                text = text[end + len(THINK_CLOSE) :]
+            else:
+                keep = _partial_suffix(text, THINK_CLOSE)
+                update.thinking = text[: len(text) - keep]
+                self._held = text[len(text) - keep :]
+                return update
+        if self._state == "after":
+            # The blank lines between the thinking and the answer belong to neither.
+            text = text.lstrip()
+            if not text:
+                return update
+            self._state = "answer"
+        update.answer += text
+        return update
+
+    def finish(self) -> ThinkUpdate:
+        """The reply ended: whatever was held back is text after all."""
+        held, self._held = self._held, ""
+        if self._state == "thinking":
+            return ThinkUpdate(thinking=held, thinking_ended=True)
+        return ThinkUpdate(answer=held)
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that is a proper start of ``tag``."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0

@@ -1,0 +1,183 @@
+"""The conversation view: Markdown replies streamed into real widgets, offscreen."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
+from pytestqt.qtbot import QtBot
+
+from app.ui.chat_view import ChatView
+from app.ui.markdown import render_blocks
+from app.ui.rows import CodeRow, HeaderRow, Row, TextRow, ThinkingRow
+from tests.test_markdown import CORPUS, REASONING
+
+REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))
+REPLY += (
+    "\n\n```python\nprint('a line of code long enough to need a horizontal scroll bar"
+    " to be read in full')\n```\n"
+)
+
+
+@pytest.fixture
+def view(qtbot: QtBot) -> ChatView:
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def stream(view: ChatView, text: str, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    view.begin_reply("Model")
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 7)
+        view.append_to_reply(text[i : i + n])
+        i += n
+    view.end_reply()
+
+
+def body_rows(view: ChatView) -> list[Row]:
+    return [r for r in view.stack.rows if not isinstance(r, HeaderRow | ThinkingRow)]
+
+
+def test_a_streamed_reply_has_one_row_per_markdown_block(view: ChatView) -> None:
+    stream(view, REPLY)
+    blocks = render_blocks(REPLY)
+    rows = body_rows(view)
+    assert [r.kind for r in rows] == [b.kind for b in blocks]
+    assert [r.block for r in rows if isinstance(r, TextRow | CodeRow)] == blocks
+    # Rows are stacked top to bottom without overlap, and the view can scroll to all of them.
+    tops = [r.geometry().top() for r in view.stack.rows]
+    assert tops == sorted(tops)
+    assert view.stack.height() == sum(r.height() for r in view.stack.rows)
+
+
+def test_final_rows_are_not_rendered_again_however_long_the_reply(view: ChatView) -> None:
+    view.begin_reply()
+    for i in range(200):
+        view.append_to_reply(f"Paragraph {i} of a long answer.\n\n")
+    rows = body_rows(view)
+    before = [r.renders for r in rows]
+    view.append_to_reply("One more word")
+    after = [r.renders for r in body_rows(view)]
+    assert after[: len(before) - 1] == before[:-1]  # everything above the tail: untouched
+    assert len(after) == len(before) + 1  # the new paragraph got its own row
+
+
+def test_the_view_follows_until_scrolled_up_with_markdown(view: ChatView) -> None:
+    bar = view.verticalScrollBar()
+    stream(view, REPLY * 3)
+    assert bar.maximum() > 0
+    assert bar.value() == bar.maximum()
+
+
+def test_code_block_shows_language_copies_and_scrolls_long_lines(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    stream(view, REPLY)
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.block is not None
+    assert code.block.language == "python"
+    assert code.language_label.text() == "python"
+    qtbot.mouseClick(code.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == code.code
+    assert code.code.startswith("print('a line of code")
+    # A long line scrolls sideways instead of wrapping.
+    assert code.scroll_bar().maximum() > 0
+
+
+def test_copy_a_whole_reply_as_markdown(view: ChatView, qtbot: QtBot) -> None:
+    stream(view, REPLY)
+    header = [r for r in view.stack.rows if isinstance(r, HeaderRow)][-1]
+    qtbot.mouseClick(header.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == REPLY
+
+
+def test_user_messages_are_plain_text(view: ChatView) -> None:
+    view.add_user_message("**not bold** <b>tag</b>")
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.label.textFormat() == Qt.TextFormat.PlainText
+    assert row.label.text() == "**not bold** <b>tag</b>"
+
+
+class LinkCatcher(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url.toString())
+
+
+@pytest.fixture
+def links() -> Iterator[LinkCatcher]:
+    catcher = LinkCatcher()
+    for scheme in ("https", "http", "file", "mailto"):
+        QDesktopServices.setUrlHandler(scheme, catcher, "open")
+    yield catcher
+    for scheme in ("https", "http", "file", "mailto"):
+        QDesktopServices.unsetUrlHandler(scheme)
+
+
+def test_a_clicked_link_opens_in_the_browser_only_if_it_is_web_or_mail(
+    view: ChatView, links: LinkCatcher
+) -> None:
+    stream(view, "Read [the docs](https://example.com/docs).")
+    (row,) = body_rows(view)
+    assert isinstance(row, TextRow)
+    assert "(https://example.com/docs)" in row.label.text()  # the address is shown
+    row.label.linkActivated.emit("https://example.com/docs")
+    row.label.linkActivated.emit("file:///etc/passwd")
+    assert links.opened == ["https://example.com/docs"]
+
+
+def test_thinking_folds_away_once_the_answer_starts(view: ChatView, qtbot: QtBot) -> None:
+    stream(view, REASONING)
+    (toggle,) = [r for r in view.stack.rows if isinstance(r, ThinkingRow)]
+    assert not toggle.expanded
+    assert toggle.seconds is not None
+    assert "Thought for" in toggle.button.text()
+    thinking = [r for r in body_rows(view) if isinstance(r, TextRow) and r.role == "thinking"]
+    assert thinking
+    assert all(r.height() == 0 or not r.isVisible() for r in thinking)
+    assert "That is 4." not in view.toPlainText()
+    assert "The answer is **4**." in view.toPlainText()
+    qtbot.mouseClick(toggle.button, Qt.MouseButton.LeftButton)
+    assert toggle.expanded
+    assert all(r.isVisible() and r.height() > 0 for r in thinking)
+    assert "That is 4." in view.toPlainText()
+
+
+def test_stopped_while_thinking_keeps_the_thinking(view: ChatView) -> None:
+    view.begin_reply()
+    view.append_to_reply("<think>Considering the options")
+    view.end_reply("Stopped.")
+    (toggle,) = [r for r in view.stack.rows if isinstance(r, ThinkingRow)]
+    assert toggle.seconds is not None
+    toggle.button.click()
+    assert "Considering the options" in view.toPlainText()
+
+
+def test_a_dark_palette_restyles_every_row(view: ChatView) -> None:
+    stream(view, REPLY)
+    assert not view.theme.dark
+    dark = QPalette(view.palette())
+    dark.setColor(QPalette.ColorRole.Window, Qt.GlobalColor.black)
+    dark.setColor(QPalette.ColorRole.Base, Qt.GlobalColor.black)
+    dark.setColor(QPalette.ColorRole.Text, Qt.GlobalColor.white)
+    dark.setColor(QPalette.ColorRole.WindowText, Qt.GlobalColor.white)
+    view.setPalette(dark)
+    assert view.theme.dark
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.theme.dark
+    texts = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    assert all(view.theme.css in r.label.text() for r in texts)
