@@ -4,16 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+# Translations: the .ts sources are in git; the compiled .qm files are built here.
+TS := $(wildcard app/ui/i18n/*.ts)
+QM := $(TS:.ts=.qm)
 # llama-cpp-python builds from source (about 12 minutes on 2 cores); pip caches the built wheel,
 # so only the first install on a machine pays for it. LLAVA is the multimodal library we do not use.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
-.PHONY: run test lint typecheck check bench screenshot clean
+.PHONY: run test lint typecheck check bench translations clean
 
-run: $(STAMP) $(MODEL)
+run: $(STAMP) $(MODEL) $(QM)
 	$(BIN)/floodgate --model $(MODEL)
 
-test: $(STAMP) $(MODEL)
+test: $(STAMP) $(MODEL) $(QM)
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
 
 lint: $(STAMP)
@@ -25,7 +28,7 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-bench: $(STAMP) $(MODEL)
+bench: $(STAMP) $(MODEL) $(QM)
 	mkdir -p build
 	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate bench --model $(MODEL) --json build/bench.json
 
@@ -37,8 +40,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[test]'
 	touch $@
 
+app/ui/i18n/%.qm: app/ui/i18n/%.ts | $(STAMP)
+	$(BIN)/pyside6-lrelease $< -qm $@
+
+# After changing user-visible strings: collect them into the .ts files, then translate the
+# new entries (Qt Linguist: $(BIN)/pyside6-linguist app/ui/i18n/floodgate_zh_CN.ts).
+translations: $(STAMP)
+	$(BIN)/pyside6-lupdate $(sort $(wildcard app/*.py app/*/*.py)) -no-obsolete -locations none -ts $(TS)
+
 $(MODEL): | $(BIN)/python
 	$(BIN)/python models/fetch_default_model.py models
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache $(QM)

@@ -26,6 +26,12 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = PROJECT_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+MISSING_TRANSLATION = (
+    "The Chinese translation is not built (app/ui/i18n/*.qm); run `make run` to build it. "
+    "The interface stays in English."
+)
+
+
 def default_model_path() -> Path:
     """``$FLOODGATE_MODEL`` if set, else the bundled SmolLM2 in the project's ``models/``."""
     return Path(os.environ.get("FLOODGATE_MODEL", DEFAULT_MODEL))
@@ -75,6 +81,8 @@ async def run_window(
         driver: optional coroutine run alongside the window, acting as the user.
     """
     from app.engine.llama import open_llama
+    from app.store.preferences import Preferences, load_preferences, save_preferences
+    from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
 
     screen = app.primaryScreen()
@@ -85,7 +93,27 @@ async def run_window(
         frame_interval=1 / (refresh if refresh > 0 else 60.0),
         queue_bound=args.queue_bound,
     )
+    loop = asyncio.get_running_loop()
+    pending_saves: set[asyncio.Future[None]] = set()
+
+    def save(preferences: Preferences) -> None:
+        # Disk work never runs on the UI thread.
+        saving = loop.run_in_executor(None, save_preferences, preferences)
+        pending_saves.add(saving)
+        saving.add_done_callback(pending_saves.discard)
+
+    appearance = Appearance(app, load_preferences(), save)
     window = MainWindow(session)
+    window.show_choices(appearance.theme, appearance.language)
+    window.theme_chosen.connect(appearance.choose_theme)
+
+    def choose_language(choice: str) -> None:
+        if not appearance.choose_language(choice):
+            window.view.add_note(MISSING_TRANSLATION, error=True)
+
+    window.language_chosen.connect(choose_language)
+    if appearance.translation_missing:
+        window.view.add_note(MISSING_TRANSLATION, error=True)
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def on_closed() -> None:
@@ -100,6 +128,8 @@ async def run_window(
     if driving is not None and not driving.done():
         driving.cancel()
     await session.close()
+    if pending_saves:
+        await asyncio.gather(*pending_saves, return_exceptions=True)
     window.deleteLater()
 
 

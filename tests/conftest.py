@@ -20,6 +20,14 @@ from app.main import DEFAULT_MODEL
 Loop = asyncio.AbstractEventLoop
 
 
+@pytest.fixture(autouse=True)
+def floodgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data directory; nothing touches the user's real one."""
+    home = tmp_path / "floodgate-home"
+    monkeypatch.setenv("FLOODGATE_HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def loop(qapp: QApplication) -> Iterator[Loop]:
     """A qasync loop on the test's QApplication: Qt and asyncio in one loop, as in the app."""

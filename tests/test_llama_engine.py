@@ -166,4 +166,4 @@ def test_context_overflow_is_a_sentence(model_path: Path) -> None:
         small.close()
     assert pieces == []
     assert report.finish == "error"
-    assert "too long for this model's context of 256 tokens" in report.error
+    assert "too long for this model's context of 256 tokens" in str(report.error)

@@ -9,10 +9,11 @@ from app.engine.backend import (
     GenerationSettings,
     ModelInfo,
 )
-from app.engine.errors import ModelLoadError
+from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError, Sentence
 from app.engine.stop import StopSignal
 
 __all__ = [
+    "QT_TRANSLATE_NOOP",
     "Backend",
     "BackendOpener",
     "ChatMessage",
@@ -21,5 +22,6 @@ __all__ = [
     "GenerationSettings",
     "ModelInfo",
     "ModelLoadError",
+    "Sentence",
     "StopSignal",
 ]

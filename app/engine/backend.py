@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
+from app.engine.errors import Sentence
 from app.engine.stop import StopSignal
 
 Role = Literal["system", "user", "assistant"]
@@ -85,7 +86,7 @@ class GenerationReport:
     """
 
     finish: FinishReason = "done"
-    error: str = ""
+    error: Sentence | None = None
     prompt_tokens: int = 0
     pieces: int = 0
     first_piece_at: float | None = None

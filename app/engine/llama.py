@@ -20,7 +20,7 @@ from app.engine.backend import (
     GenerationSettings,
     ModelInfo,
 )
-from app.engine.errors import ModelLoadError
+from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError, Sentence
 from app.engine.model_file import check_model_file
 from app.engine.stop import StopSignal
 
@@ -163,13 +163,20 @@ class LlamaBackend:
                 chunks.close()
         except RuntimeError as exc:
             if not (str(exc) == ABORTED and stop.is_set()):
-                report.finish, report.error = "error", f"The model failed: {exc}"
+                report.finish = "error"
+                report.error = Sentence(
+                    QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
+                )
         except ValueError as exc:
             # llama-cpp-python raises ValueError when the prompt exceeds the context window.
             report.finish = "error"
-            report.error = (
-                f"The conversation is too long for this model's context of "
-                f"{self._info.n_ctx} tokens ({exc}). Start a new chat or shorten the prompt."
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "The conversation is too long for this model's context of {n_ctx} tokens "
+                    "({reason}). Start a new chat or shorten the prompt.",
+                ),
+                {"n_ctx": self._info.n_ctx, "reason": exc},
             )
         finally:
             report.compute_ended_at = time.perf_counter()
@@ -205,7 +212,12 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
         )
     except (ValueError, RuntimeError, OSError) as exc:
         raise ModelLoadError(
-            f"{path.name} could not be loaded: the file may be truncated, damaged, or made for "
-            f"a newer llama.cpp. ({exc})"
+            QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "{name} could not be loaded: the file may be truncated, damaged, or made for "
+                "a newer llama.cpp. ({reason})",
+            ),
+            name=path.name,
+            reason=exc,
         ) from exc
     return LlamaBackend(llm, path)

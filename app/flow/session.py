@@ -12,16 +12,19 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine import (
+    QT_TRANSLATE_NOOP,
     BackendOpener,
     ChatMessage,
     EngineOptions,
     GenerationSettings,
     ModelInfo,
+    Sentence,
     StopSignal,
 )
 from app.flow.metrics import FlowMetrics, ReplyFigures
 from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
+from app.flow.words import say, say_sentence
 from app.flow.worker import InferenceWorker, ReplyJob
 from app.store.conversation import Conversation, Message, Status
 
@@ -95,6 +98,7 @@ class ChatSession(QObject):
         self.metrics = FlowMetrics(queue_bound=queue_bound)
         self.model: ModelInfo | None = None
         self.state = ModelState.NONE
+        self._state_sentence = self._ready_text()
         self._reply: _ActiveReply | None = None
         self._figures_at = 0.0
         self._worker = InferenceWorker(opener)
@@ -113,7 +117,10 @@ class ChatSession(QObject):
     def open_model(self, path: Path) -> None:
         """Load ``path`` on the worker; a reply in progress is stopped first."""
         self.stop()
-        self._set_state(ModelState.LOADING, f"Loading {path.name}…")
+        self._set_state(
+            ModelState.LOADING,
+            Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
+        )
         self._worker.load(path, self.options)
 
     def send(self, text: str) -> bool:
@@ -136,7 +143,14 @@ class ChatSession(QObject):
         self._worker.generate(job)
         self.reply_started.emit()
         if self.state is ModelState.LOADING:
-            self.notice.emit("The model is still loading; your prompt will be answered next.")
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "The model is still loading; your prompt will be answered next.",
+                    )
+                )
+            )
         return True
 
     def stop(self) -> bool:
@@ -182,16 +196,20 @@ class ChatSession(QObject):
             self.metrics.stop_latency_ms.add(max(0.0, report.compute_ended_at - stop_at) * 1000)
         status: Status
         if report.finish == "error":
-            status, note = "error", report.error
+            status = "error"
+            note = say_sentence(report.error) if report.error else ""
             if not reply.message.content:
                 # Nothing came back: leave the prompt out of the history; the window gives its
                 # text back to the composer so nothing typed is lost.
                 reply.prompt.status = "error"
         elif report.finish == "stopped":
-            status, note = "stopped", "Stopped."
+            status, note = "stopped", say(QT_TRANSLATE_NOOP("Floodgate", "Stopped."))
         elif report.finish == "length":
             status = "length"
-            note = f"The reply reached the limit of {self.settings.max_tokens} tokens."
+            note = say(
+                QT_TRANSLATE_NOOP("Floodgate", "The reply reached the limit of {n} tokens."),
+                n=self.settings.max_tokens,
+            )
         else:
             status, note = "complete", ""
         reply.message.status, reply.message.note = status, note
@@ -208,27 +226,49 @@ class ChatSession(QObject):
         self.model_changed.emit(info)
         if not info.has_chat_template:
             self.notice.emit(
-                f"{info.name} has no chat template; Floodgate uses the generic "
-                f"'{info.chat_format}' format, so its replies may be poor."
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "{name} has no chat template; Floodgate uses the generic '{format}' "
+                        "format, so its replies may be poor.",
+                    ),
+                    name=info.name,
+                    format=info.chat_format,
+                )
             )
         if self._reply is not None:
-            self._set_state(ModelState.GENERATING, f"Answering with {info.name}…")
+            self._set_state(ModelState.GENERATING, self._answering_text())
         else:
             self._set_state(ModelState.READY, self._ready_text())
 
-    @Slot(str)
-    def _on_model_failed(self, message: str) -> None:
+    @Slot(object)
+    def _on_model_failed(self, sentence: Sentence) -> None:
         self.model = None
-        self._set_state(ModelState.ERROR, message)
+        self._set_state(ModelState.ERROR, sentence)
 
     @Slot()
     def _on_reply_computing(self) -> None:
-        name = self.model.name if self.model else "the model"
-        self._set_state(ModelState.GENERATING, f"Answering with {name}…")
+        self._set_state(ModelState.GENERATING, self._answering_text())
 
-    def _ready_text(self) -> str:
-        return f"{self.model.name} is ready." if self.model else "No model is loaded."
+    def _answering_text(self) -> Sentence:
+        if self.model is None:
+            return Sentence(QT_TRANSLATE_NOOP("Floodgate", "Answering…"))
+        return Sentence(
+            QT_TRANSLATE_NOOP("Floodgate", "Answering with {name}…"), {"name": self.model.name}
+        )
 
-    def _set_state(self, state: ModelState, detail: str) -> None:
+    def _ready_text(self) -> Sentence:
+        if self.model is None:
+            return Sentence(QT_TRANSLATE_NOOP("Floodgate", "No model is loaded."))
+        return Sentence(
+            QT_TRANSLATE_NOOP("Floodgate", "{name} is ready."), {"name": self.model.name}
+        )
+
+    def describe_state(self) -> str:
+        """The model's state as a sentence, in the current language."""
+        return say_sentence(self._state_sentence)
+
+    def _set_state(self, state: ModelState, sentence: Sentence) -> None:
         self.state = state
-        self.state_changed.emit(state.value, detail)
+        self._state_sentence = sentence
+        self.state_changed.emit(state.value, say_sentence(sentence))

@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QThread, Signal
 
 from app.engine import (
+    QT_TRANSLATE_NOOP,
     Backend,
     BackendOpener,
     ChatMessage,
@@ -17,6 +18,7 @@ from app.engine import (
     GenerationReport,
     GenerationSettings,
     ModelLoadError,
+    Sentence,
     StopSignal,
 )
 from app.flow.queue import PieceQueue
@@ -45,7 +47,11 @@ class _QuitJob:
 
 _Job = ReplyJob | _LoadJob | _QuitJob
 
-NO_MODEL = "No model is loaded. Open a model with File > Open model…, then send again."
+NO_MODEL = Sentence(
+    QT_TRANSLATE_NOOP(
+        "Floodgate", "No model is loaded. Open a model with File > Open model…, then send again."
+    )
+)
 
 
 class InferenceWorker(QThread):
@@ -56,12 +62,12 @@ class InferenceWorker(QThread):
 
     Signals:
         model_loaded(ModelInfo): a load finished.
-        model_failed(str): a load failed; the sentence is for the user.
+        model_failed(Sentence): a load failed; the sentence is for the user.
         reply_computing(): the worker started computing the current reply.
     """
 
     model_loaded = Signal(object)
-    model_failed = Signal(str)
+    model_failed = Signal(object)
     reply_computing = Signal()
 
     def __init__(self, opener: BackendOpener) -> None:
@@ -106,9 +112,16 @@ class InferenceWorker(QThread):
         try:
             self._backend = self._opener(job.path, job.options)
         except ModelLoadError as exc:
-            self.model_failed.emit(str(exc))
+            self.model_failed.emit(exc.sentence)
         except Exception as exc:  # a bug or an engine surprise must not kill the thread
-            self.model_failed.emit(f"The model {job.path.name} could not be opened: {exc}")
+            self.model_failed.emit(
+                Sentence(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate", "The model {name} could not be opened: {reason}"
+                    ),
+                    {"name": job.path.name, "reason": exc},
+                )
+            )
         else:
             self.model_loaded.emit(self._backend.info)
 
@@ -134,7 +147,10 @@ class InferenceWorker(QThread):
                 report.finish = "stopped"
         except Exception as exc:  # the engine reports its errors; this catches our own bugs
             report.finish = "error"
-            report.error = f"Generation failed unexpectedly: {exc}"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
+                {"reason": exc},
+            )
         finally:
             if report.compute_ended_at is None:
                 report.compute_ended_at = time.perf_counter()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
@@ -19,7 +19,6 @@ from app.ui.rows import (
     Theme,
     ThinkingRow,
     theme_for,
-    tr,
 )
 
 PIN_SLACK_PX = 4
@@ -144,6 +143,8 @@ class ChatView(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setWidgetResizable(False)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.viewport().setBackgroundRole(QPalette.ColorRole.Base)
+        self.viewport().setAutoFillBackground(True)
         self.stack = RowStack()
         self.setWidget(self.stack)
         self.theme: Theme = theme_for(self.palette())
@@ -160,7 +161,7 @@ class ChatView(QScrollArea):
 
     def add_user_message(self, text: str) -> None:
         """Show a prompt the user sent (as plain text: it is never interpreted)."""
-        self.stack.append(HeaderRow(tr("You"), lambda: text))
+        self.stack.append(HeaderRow(QCoreApplication.translate("ChatView", "You"), lambda: text))
         row = TextRow(self.theme, "user")
         row.set_plain(text)
         self.stack.append(row)

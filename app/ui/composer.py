@@ -21,11 +21,17 @@ class Composer(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("composer")
-        self.setPlaceholderText("Message the model… (Enter sends, Shift+Enter for a new line)")
+        self.retranslate()
         self.setTabChangesFocus(True)
         line = self.fontMetrics().lineSpacing()
         self.setMinimumHeight(line * 3)
         self.setMaximumHeight(line * 8)
+
+    def retranslate(self) -> None:
+        """Set the placeholder in the current language."""
+        self.setPlaceholderText(
+            self.tr("Message the model… (Enter sends, Shift+Enter for a new line)")
+        )
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         """Send on Enter, stop on Esc; Shift+Enter is a new line."""

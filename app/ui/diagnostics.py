@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QCoreApplication, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
 
+from app.engine import QT_TRANSLATE_NOOP
 from app.flow.metrics import FlowMetrics
 
 ROWS = (
-    ("tokens", "Tokens/s"),
-    ("first", "First token"),
-    ("queue", "Queue (now / max / bound)"),
-    ("backpressure", "Backpressure waits"),
-    ("frame", "Frame cost (last / p95)"),
-    ("lag", "Loop lag (p99 / max)"),
-    ("stop", "Last stop latency"),
+    ("tokens", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Tokens/s")),
+    ("first", QT_TRANSLATE_NOOP("DiagnosticsPanel", "First token")),
+    ("queue", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Queue (now / max / bound)")),
+    ("backpressure", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Backpressure waits")),
+    ("frame", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Frame cost (last / p95)")),
+    ("lag", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Loop lag (p99 / max)")),
+    ("stop", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Last stop latency")),
 )
 
 
@@ -35,11 +36,19 @@ class DiagnosticsPanel(QWidget):
         self._metrics = metrics
         layout = QFormLayout(self)
         self.values: dict[str, QLabel] = {}
-        for key, title in ROWS:
+        self.titles: dict[str, QLabel] = {}
+        for key, _ in ROWS:
             label = QLabel("–")  # noqa: RUF001
             label.setObjectName(f"diag_{key}")
             self.values[key] = label
-            layout.addRow(title, label)
+            self.titles[key] = QLabel()
+            layout.addRow(self.titles[key], label)
+        self.retranslate()
+
+    def retranslate(self) -> None:
+        """Set the titles in the current language."""
+        for key, title in ROWS:
+            self.titles[key].setText(QCoreApplication.translate("DiagnosticsPanel", title))
 
     @Slot()
     def refresh(self) -> None:

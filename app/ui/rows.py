@@ -20,7 +20,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
-from PySide6.QtCore import QCoreApplication, Qt, QUrl, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QUrl, Slot
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
@@ -76,12 +76,10 @@ class Theme:
 
 def theme_for(palette: QPalette) -> Theme:
     """The theme matching a palette (dark when its window colour is dark)."""
-    window = palette.color(QPalette.ColorRole.Window)
+    window = palette.color(QPalette.ColorRole.Base)  # the conversation's background
     dark = window.lightness() < 128
     text = palette.color(QPalette.ColorRole.Text)
-    muted = QColor(text)
-    muted.setAlphaF(1.0)
-    mix = 0.45
+    mix = 0.4  # text faded 40 % toward the background: still above 4.5:1 in both themes
     muted = QColor.fromRgbF(
         text.redF() * (1 - mix) + window.redF() * mix,
         text.greenF() * (1 - mix) + window.greenF() * mix,
@@ -96,11 +94,6 @@ def theme_for(palette: QPalette) -> Theme:
         code_background="#272822" if dark else "#f3f3f3",
         grid="#555555" if dark else "#c8c8c8",
     )
-
-
-def tr(text: str) -> str:
-    """Translate a string of the conversation view."""
-    return QCoreApplication.translate("ChatView", text)
 
 
 @Slot(str)
@@ -140,6 +133,15 @@ class Row(QWidget):
     def plain_text(self) -> str:
         """The row's text, as the user would copy it."""
         return ""
+
+    def retranslate(self) -> None:
+        """Set the row's own words (buttons, labels) in the current language."""
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.LanguageChange:
+            self.retranslate()
 
 
 class _ThemedRow(Row):
@@ -265,8 +267,7 @@ class CodeRow(_ThemedRow):
         self.copy_button = QToolButton(self)
         self.copy_button.setObjectName("copyCode")
         self.copy_button.setAutoRaise(True)
-        self.copy_button.setText(tr("Copy"))
-        self.copy_button.setToolTip(tr("Copy the code"))
+        self.retranslate()
         self.copy_button.clicked.connect(self._on_copy)
         self._code = QLabel()
         self._code.setTextFormat(Qt.TextFormat.RichText)
@@ -304,7 +305,9 @@ class CodeRow(_ThemedRow):
     def _render(self) -> None:
         assert self.block is not None
         self.renders += 1
-        self.language_label.setText(self.block.language or tr("code"))
+        self.language_label.setText(
+            self.block.language or QCoreApplication.translate("ChatView", "code")
+        )
         code = self.block.code.removesuffix("\n")
         body = highlight(code, _lexer(self.block.language), _formatter(self.theme.code_style))
         self._code.setText(f'<pre style="margin: 0px;">{body}</pre>')
@@ -343,6 +346,13 @@ class CodeRow(_ThemedRow):
             QColor(self.theme.code_background),
         )
 
+    @override
+    def retranslate(self) -> None:
+        self.copy_button.setText(QCoreApplication.translate("ChatView", "Copy"))
+        self.copy_button.setToolTip(QCoreApplication.translate("ChatView", "Copy the code"))
+        if self.block is not None and not self.block.language:
+            self.language_label.setText(QCoreApplication.translate("ChatView", "code"))
+
     def scroll_bar(self) -> QScrollBar:
         """The sideways scroll bar long lines get."""
         return self._scroll.horizontalScrollBar()
@@ -373,8 +383,7 @@ class HeaderRow(Row):
         self.copy_button = QToolButton(self)
         self.copy_button.setObjectName("copyMessage")
         self.copy_button.setAutoRaise(True)
-        self.copy_button.setText(tr("Copy"))
-        self.copy_button.setToolTip(tr("Copy the whole message (Markdown as the model wrote it)"))
+        self.retranslate()
         self.copy_button.clicked.connect(self._on_copy)
         self.speaker = speaker
 
@@ -389,6 +398,15 @@ class HeaderRow(Row):
         self._name.setGeometry(MARGIN, top, self.width() - 2 * MARGIN - copy.width(), copy.height())
         self.copy_button.setGeometry(
             self.width() - MARGIN - copy.width(), top, copy.width(), copy.height()
+        )
+
+    @override
+    def retranslate(self) -> None:
+        self.copy_button.setText(QCoreApplication.translate("ChatView", "Copy"))
+        self.copy_button.setToolTip(
+            QCoreApplication.translate(
+                "ChatView", "Copy the whole message (Markdown as the model wrote it)"
+            )
         )
 
     @Slot()
@@ -421,18 +439,25 @@ class ThinkingRow(Row):
         self.button.setArrowType(Qt.ArrowType.DownArrow)
         self.button.toggled.connect(self._toggled)
         self.seconds: float | None = None
-        self.set_thinking()
+        self.retranslate()
 
-    def set_thinking(self) -> None:
-        """Thinking is in progress."""
-        self.button.setText(tr("Thinking…"))
+    @override
+    def retranslate(self) -> None:
+        if self.seconds is None:
+            self.button.setText(QCoreApplication.translate("ChatView", "Thinking…"))
+        else:
+            self.button.setText(
+                QCoreApplication.translate("ChatView", "Thought for {seconds} s").format(
+                    seconds=f"{self.seconds:.1f}"
+                )
+            )
+        self._place()
 
     def set_done(self, seconds: float) -> None:
         """Thinking ended after ``seconds``; fold it away."""
         self.seconds = seconds
-        self.button.setText(tr("Thought for %1 s").replace("%1", f"{seconds:.1f}"))
         self.button.setChecked(False)
-        self._place()
+        self.retranslate()
 
     @property
     def expanded(self) -> bool:

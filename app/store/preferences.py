@@ -1,0 +1,62 @@
+"""The user's interface preferences (theme, language), kept in a small JSON file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from app.store.paths import data_dir
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "preferences.json"
+
+
+@dataclass
+class Preferences:
+    """What the user chose in the View menu."""
+
+    theme: str = "system"
+    language: str = "system"
+
+
+def preferences_path() -> Path:
+    """The preferences file in the data directory."""
+    return data_dir() / FILE_NAME
+
+
+def load_preferences(path: Path | None = None) -> Preferences:
+    """Read the preferences; a missing or unreadable file gives the defaults (and a log line)."""
+    path = path or preferences_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Preferences()
+    except (OSError, ValueError) as exc:
+        log.warning("Ignoring unreadable preferences %s: %s", path, exc)
+        return Preferences()
+    defaults = Preferences()
+    if not isinstance(raw, dict):
+        return defaults
+    return Preferences(
+        theme=str(raw.get("theme", defaults.theme)),
+        language=str(raw.get("language", defaults.language)),
+    )
+
+
+def save_preferences(preferences: Preferences, path: Path | None = None) -> None:
+    """Write the preferences atomically (a crash mid-write leaves the old file intact)."""
+    path = path or preferences_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".preferences-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(asdict(preferences), f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,227 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="zh_CN">
+<context>
+    <name>ChatView</name>
+    <message>
+        <source>You</source>
+        <translation>你</translation>
+    </message>
+    <message>
+        <source>code</source>
+        <translation>代码</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <source>Copy the code</source>
+        <translation>复制代码</translation>
+    </message>
+    <message>
+        <source>Copy the whole message (Markdown as the model wrote it)</source>
+        <translation>复制整条消息（模型写出的 Markdown 原文）</translation>
+    </message>
+    <message>
+        <source>Thinking…</source>
+        <translation>思考中…</translation>
+    </message>
+    <message>
+        <source>Thought for {seconds} s</source>
+        <translation>思考了 {seconds} 秒</translation>
+    </message>
+</context>
+<context>
+    <name>Composer</name>
+    <message>
+        <source>Message the model… (Enter sends, Shift+Enter for a new line)</source>
+        <translation>给模型发消息…（Enter 发送，Shift+Enter 换行）</translation>
+    </message>
+</context>
+<context>
+    <name>DiagnosticsPanel</name>
+    <message>
+        <source>Tokens/s</source>
+        <translation>词元/秒</translation>
+    </message>
+    <message>
+        <source>First token</source>
+        <translation>首个词元</translation>
+    </message>
+    <message>
+        <source>Queue (now / max / bound)</source>
+        <translation>队列（当前 / 最大 / 上限）</translation>
+    </message>
+    <message>
+        <source>Backpressure waits</source>
+        <translation>背压等待</translation>
+    </message>
+    <message>
+        <source>Frame cost (last / p95)</source>
+        <translation>每帧耗时（最近 / p95）</translation>
+    </message>
+    <message>
+        <source>Loop lag (p99 / max)</source>
+        <translation>事件循环延迟（p99 / 最大）</translation>
+    </message>
+    <message>
+        <source>Last stop latency</source>
+        <translation>上次停止延迟</translation>
+    </message>
+</context>
+<context>
+    <name>Floodgate</name>
+    <message>
+        <source>The model failed: {reason}</source>
+        <translation>模型出错：{reason}</translation>
+    </message>
+    <message>
+        <source>The conversation is too long for this model&apos;s context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
+        <translation>对话太长，超出了该模型 {n_ctx} 个词元的上下文（{reason}）。请开始新的对话，或缩短提示。</translation>
+    </message>
+    <message>
+        <source>{name} could not be loaded: the file may be truncated, damaged, or made for a newer llama.cpp. ({reason})</source>
+        <translation>无法加载 {name}：文件可能不完整、已损坏，或需要更新版本的 llama.cpp。（{reason}）</translation>
+    </message>
+    <message>
+        <source>The model file {path} does not exist.</source>
+        <translation>模型文件 {path} 不存在。</translation>
+    </message>
+    <message>
+        <source>{path} is a folder, not a model file. Choose a .gguf file.</source>
+        <translation>{path} 是一个文件夹，不是模型文件。请选择 .gguf 文件。</translation>
+    </message>
+    <message>
+        <source>The model file {path} cannot be read: {reason}.</source>
+        <translation>无法读取模型文件 {path}：{reason}。</translation>
+    </message>
+    <message>
+        <source>{name} is not a GGUF model file. Floodgate opens llama.cpp models in the GGUF format (.gguf).</source>
+        <translation>{name} 不是 GGUF 模型文件。Floodgate 打开的是 GGUF 格式（.gguf）的 llama.cpp 模型。</translation>
+    </message>
+    <message>
+        <source>Loading {name}…</source>
+        <translation>正在加载 {name}…</translation>
+    </message>
+    <message>
+        <source>The model is still loading; your prompt will be answered next.</source>
+        <translation>模型仍在加载；加载完成后会立即回答你的提问。</translation>
+    </message>
+    <message>
+        <source>Stopped.</source>
+        <translation>已停止。</translation>
+    </message>
+    <message>
+        <source>The reply reached the limit of {n} tokens.</source>
+        <translation>回复已达到 {n} 个词元的上限。</translation>
+    </message>
+    <message>
+        <source>{name} has no chat template; Floodgate uses the generic &apos;{format}&apos; format, so its replies may be poor.</source>
+        <translation>{name} 没有对话模板；Floodgate 使用通用的“{format}”格式，回复质量可能较差。</translation>
+    </message>
+    <message>
+        <source>Answering…</source>
+        <translation>正在回答…</translation>
+    </message>
+    <message>
+        <source>Answering with {name}…</source>
+        <translation>{name} 正在回答…</translation>
+    </message>
+    <message>
+        <source>No model is loaded.</source>
+        <translation>尚未加载模型。</translation>
+    </message>
+    <message>
+        <source>{name} is ready.</source>
+        <translation>{name} 已就绪。</translation>
+    </message>
+    <message>
+        <source>No model is loaded. Open a model with File &gt; Open model…, then send again.</source>
+        <translation>尚未加载模型。请通过“文件 &gt; 打开模型…”打开一个模型，然后再次发送。</translation>
+    </message>
+    <message>
+        <source>The model {name} could not be opened: {reason}</source>
+        <translation>无法打开模型 {name}：{reason}</translation>
+    </message>
+    <message>
+        <source>Generation failed unexpectedly: {reason}</source>
+        <translation>生成意外失败：{reason}</translation>
+    </message>
+</context>
+<context>
+    <name>MainWindow</name>
+    <message>
+        <source>&amp;File</source>
+        <translation>文件(&amp;F)</translation>
+    </message>
+    <message>
+        <source>&amp;Open model…</source>
+        <translation>打开模型(&amp;O)…</translation>
+    </message>
+    <message>
+        <source>&amp;Quit</source>
+        <translation>退出(&amp;Q)</translation>
+    </message>
+    <message>
+        <source>&amp;View</source>
+        <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>Flow diagnostics</source>
+        <translation>数据流诊断</translation>
+    </message>
+    <message>
+        <source>&amp;Theme</source>
+        <translation>主题(&amp;T)</translation>
+    </message>
+    <message>
+        <source>Follow the system</source>
+        <translation>跟随系统</translation>
+    </message>
+    <message>
+        <source>Light</source>
+        <translation>浅色</translation>
+    </message>
+    <message>
+        <source>Dark</source>
+        <translation>深色</translation>
+    </message>
+    <message>
+        <source>&amp;Language</source>
+        <translation>语言(&amp;L)</translation>
+    </message>
+    <message>
+        <source>Send</source>
+        <translation>发送</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <source>Stopping…</source>
+        <translation>正在停止…</translation>
+    </message>
+    <message>
+        <source>Type a message first.</source>
+        <translation>请先输入消息。</translation>
+    </message>
+    <message>
+        <source>Open model</source>
+        <translation>打开模型</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF 模型 (*.gguf);;所有文件 (*)</translation>
+    </message>
+    <message>
+        <source>{rate} tok/s</source>
+        <translation>{rate} 词元/秒</translation>
+    </message>
+    <message>
+        <source>queue {depth}/{bound}</source>
+        <translation>队列 {depth}/{bound}</translation>
+    </message>
+</context>
+</TS>
