@@ -181,3 +181,14 @@ def test_a_dark_palette_restyles_every_row(view: ChatView) -> None:
     assert code.theme.dark
     texts = [r for r in body_rows(view) if isinstance(r, TextRow)]
     assert all(view.theme.css in r.label.text() for r in texts)
+
+
+def test_copying_a_long_code_block_copies_all_its_segments(view: ChatView, qtbot: QtBot) -> None:
+    code = "".join(f"print({i})\n" for i in range(400))
+    stream(view, f"```python\n{code}```\n")
+    rows = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert len(rows) > 3
+    assert rows[0].copy_button.isVisibleTo(rows[0])
+    assert not rows[1].copy_button.isVisibleTo(rows[1])  # one header for the whole block
+    qtbot.mouseClick(rows[0].copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == code

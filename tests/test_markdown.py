@@ -7,7 +7,14 @@ import random
 import pytest
 
 from app.store.conversation import Conversation, strip_thinking
-from app.ui.markdown import Block, MarkdownStream, ThinkSplitter, make_parser, render_blocks
+from app.ui.markdown import (
+    SEGMENT_LINES,
+    Block,
+    MarkdownStream,
+    ThinkSplitter,
+    make_parser,
+    render_blocks,
+)
 
 CORPUS = {
     "unclosed fence": "Here is code:\n\n```python\ndef f(x):\n    return x * 2\n",
@@ -211,3 +218,58 @@ def test_thinking_is_not_sent_back_as_history() -> None:
         ("user", "And 3 + 3?"),
     ]
     assert strip_thinking("No thinking here.") == "No thinking here."
+
+
+# -- long blocks are shown in segments, so an update stays small --------------------------------
+
+
+def stream_all(text: str, piece: int = 7) -> tuple[list[Block], int]:
+    """Stream ``text``; returns the final blocks and the longest tail (in lines) kept open."""
+    stream = MarkdownStream()
+    blocks: list[Block] = []
+    longest = 0
+    for i in range(0, len(text), piece):
+        blocks += stream.feed(text[i : i + piece]).closed
+        longest = max(longest, stream.tail.count("\n"))
+    blocks += stream.finish().closed
+    return blocks, longest
+
+
+def test_a_long_code_block_is_segmented_and_loses_nothing() -> None:
+    code = "".join(f"value_{i} = compute({i})  # step {i}\n" for i in range(500))
+    text = f"Intro.\n\n```python\n{code}```\n\nAfter the code.\n"
+    blocks, longest = stream_all(text)
+    assert longest <= SEGMENT_LINES + 2  # the open tail never grows with the block
+    segments = [b for b in blocks if b.kind == "code"]
+    assert len(segments) > 5
+    assert [b.part for b in segments] == list(range(len(segments)))
+    assert all(b.continued for b in segments[:-1])
+    assert not segments[-1].continued
+    assert {b.language for b in segments} == {"python"}
+    assert "".join(b.code for b in segments) == code
+    assert "".join(b.source for b in blocks) == text
+    assert blocks[-1] == render_blocks(text)[-1]  # what follows is unaffected
+
+
+def test_a_long_paragraph_of_lines_is_segmented_where_it_reads_the_same() -> None:
+    lines = [f"line {i} of a poem that goes on" for i in range(300)]
+    lines[100] = "*this emphasis"  # spans two lines: no cut may fall between them
+    lines[101] = "goes on* here"
+    text = "\n".join(lines) + "\n\nThe end.\n"
+    blocks, longest = stream_all(text)
+    assert longest <= SEGMENT_LINES + 10
+    paragraph = [b for b in blocks if b.kind == "text"][:-1]
+    assert len(paragraph) > 3
+    # Seams read as the line breaks they replace: the same HTML as the whole paragraph.
+    joined = "<br />\n".join(b.html.removeprefix("<p>").removesuffix("</p>\n") for b in paragraph)
+    (whole, end) = render_blocks(text)
+    assert "<p>" + joined + "</p>\n" == whole.html
+    assert "<em>this emphasis<br />\ngoes on</em>" in whole.html
+    assert end == blocks[-1]
+
+
+def test_the_fire_hose_text_keeps_a_small_open_tail() -> None:
+    text = "".join(f"{i % 10}" + (" " if i % 7 else "\n") for i in range(20000))
+    blocks, longest = stream_all(text, piece=80)
+    assert longest <= SEGMENT_LINES + 10
+    assert "".join(b.source for b in blocks) == text

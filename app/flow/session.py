@@ -190,6 +190,7 @@ class ChatSession(QObject):
         reply = self._reply
         assert reply is not None
         self._reply = None
+        self.metrics.queue_depth = 0  # everything produced is on screen
         report = reply.job.report
         stop_at = reply.job.stop.set_at
         if stop_at is not None and report.compute_ended_at is not None:

@@ -66,10 +66,18 @@ class _BlockRows:
                 stack.refresh(row)
             kept.append(row)
         stale = self._open[len(kept) :]
+        for row in stale:
+            if isinstance(row, CodeRow):
+                row.segments.remove(row)
         stack.remove_tail(stale)
         del self.rows[len(self.rows) - len(stale) :]
         for block in blocks[len(kept) :]:
             row = self._new_row(block)
+            previous = self.rows[-1] if self.rows else None
+            if isinstance(row, CodeRow) and block.part and isinstance(previous, CodeRow):
+                # The next segment of a long code block: one Copy copies all of them.
+                row.segments = previous.segments
+                row.segments.append(row)
             stack.append(row)
             self.rows.append(row)
             kept.append(row)

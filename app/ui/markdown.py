@@ -20,7 +20,7 @@ next to its text so the reader sees where it goes before clicking.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from markdown_it import MarkdownIt
@@ -33,6 +33,9 @@ from app.store.conversation import THINK_CLOSE, THINK_OPEN
 
 BlockKind = Literal["text", "code"]
 
+SEGMENT_LINES = 48
+"""A growing paragraph or code block with this many finished lines is shown in segments."""
+
 
 @dataclass(frozen=True)
 class Block:
@@ -44,6 +47,8 @@ class Block:
         code: the code, for ``"code"`` blocks (the fence's content, without the fences).
         language: the fence's info word (``python``), or ``""``.
         source: the Markdown the block was made from.
+        part: for a long block shown in segments, which segment this is (0: the first).
+        continued: more segments of the same block follow this one.
     """
 
     kind: BlockKind
@@ -51,6 +56,8 @@ class Block:
     code: str = ""
     language: str = ""
     source: str = ""
+    part: int = 0
+    continued: bool = False
 
 
 @dataclass
@@ -144,8 +151,7 @@ def _to_block(group: list[Token], lines: list[str], end_line: int, md: MarkdownI
     start = first.map[0] if first.map else 0
     source = "".join(lines[start:end_line])
     if first.type in ("fence", "code_block"):
-        language = first.info.strip().split(maxsplit=1)[0] if first.info.strip() else ""
-        return Block("code", code=first.content, language=language, source=source)
+        return Block("code", code=first.content, language=_language(first), source=source)
     return Block("text", html=md.renderer.render(group, md.options, {}), source=source)
 
 
@@ -165,6 +171,7 @@ class MarkdownStream:
         self._md = md or _PARSER
         self._tail = ""
         self._held_cr = False
+        self._part = 0
         self.closed_count = 0
         """How many blocks are final so far."""
 
@@ -207,7 +214,7 @@ class MarkdownStream:
                 if start is not None and start[0] < complete:
                     cut = i
                     break
-        blocks = _blocks(groups, lines, md)
+        blocks = _stamp(_blocks(groups, lines, md), self._part)
         update = BlockUpdate(closed=blocks[:cut], open=blocks[cut:])
         if cut:
             if cut < len(groups):
@@ -217,7 +224,91 @@ class MarkdownStream:
             else:
                 self._tail = ""
             self.closed_count += cut
+            self._part = 0
+        if not final and self._tail.count("\n") >= SEGMENT_LINES:
+            segment = self._segment()
+            if segment is not None:
+                update.closed.append(segment)
+                self.closed_count += 1
+                rest = self._tail.splitlines(keepends=True)
+                update.open = _stamp(_blocks(_groups(md.parse(self._tail)), rest, md), self._part)
         return update
+
+    def _segment(self) -> Block | None:
+        """Make the finished lines of a long open paragraph or code block final.
+
+        A block that keeps growing (a long code listing, a paragraph of many short lines)
+        would otherwise be re-rendered whole every frame. Its finished lines are split off as a
+        final segment when the result reads the same: a paragraph only where its lines render
+        identically on their own (no emphasis or link spans the cut), a fenced code block at
+        any line (the rest keeps the opening fence, so it stays code).
+        """
+        md = self._md
+        lines = self._tail.splitlines(keepends=True)
+        complete = self._tail.count("\n")
+        groups = _groups(md.parse(self._tail))
+        if len(groups) != 1:
+            return None
+        group = groups[0]
+        first = group[0]
+        if first.type == "fence" and lines[0][:1] in "`~":
+            closing = lines[complete - 1].strip()
+            if closing and set(closing) == {first.markup[0]} and complete > 1:
+                return None  # already closed: the next block will close it for good
+            code_lines = complete - 2  # keep the last finished line with the open rest
+            code = "".join(lines[1 : 1 + code_lines])
+            segment = Block(
+                "code",
+                code=code,
+                language=_language(first),
+                source=(lines[0] if self._part == 0 else "") + code,
+                part=self._part,
+                continued=True,
+            )
+            self._tail = lines[0] + "".join(lines[1 + code_lines :])
+            self._part += 1
+            return segment
+        if first.type == "paragraph_open":
+            whole = md.renderer.render(group, md.options, {})
+            for cut in range(complete - 1, max(0, complete - 9), -1):
+                head, rest = "".join(lines[:cut]), "".join(lines[cut:])
+                head_groups, rest_groups = _groups(md.parse(head)), _groups(md.parse(rest))
+                if len(head_groups) != 1 or len(rest_groups) != 1:
+                    continue
+                if rest_groups[0][0].type != "paragraph_open":
+                    continue
+                head_html = md.renderer.render(head_groups[0], md.options, {})
+                rest_html = md.renderer.render(rest_groups[0], md.options, {})
+                joined = (
+                    head_html.removesuffix("</p>\n") + "<br />\n" + rest_html.removeprefix("<p>")
+                )
+                if joined != whole:
+                    continue
+                segment = Block(
+                    "text", html=head_html, source=head, part=self._part, continued=True
+                )
+                self._tail = rest
+                self._part += 1
+                return segment
+        return None
+
+
+def _stamp(blocks: list[Block], part: int) -> list[Block]:
+    """Mark the first block as the continuation of ``part`` earlier segments."""
+    if part and blocks:
+        first = blocks[0]
+        source = first.source
+        if first.kind == "code":
+            # The rest of a segmented fence is parsed with its opening line, which the first
+            # segment already showed.
+            source = source.split("\n", 1)[1] if "\n" in source else ""
+        blocks[0] = replace(first, part=part, source=source)
+    return blocks
+
+
+def _language(fence: Token) -> str:
+    info = fence.info.strip()
+    return info.split(maxsplit=1)[0] if info else ""
 
 
 def render_blocks(text: str) -> list[Block]:

@@ -225,14 +225,21 @@ class TextRow(_ThemedRow):
             f"<body>{self.block.html}</body></html>"
         )
 
+    def _bottom(self) -> int:
+        # A segment of a long paragraph runs on into the next row without a paragraph gap.
+        continued = self.block is not None and self.block.continued
+        return 0 if continued else self._margins[3]
+
     @override
     def row_height(self, width: int) -> int:
-        left, top, right, bottom = self._margins
+        left, top, right, _ = self._margins
+        bottom = self._bottom()
         return self.label.heightForWidth(max(1, width - left - right)) + top + bottom
 
     @override
     def resizeEvent(self, event: object) -> None:
-        left, top, right, bottom = self._margins
+        left, top, right, _ = self._margins
+        bottom = self._bottom()
         self.label.setGeometry(left, top, self.width() - left - right, self.height() - top - bottom)
 
     @override
@@ -262,6 +269,8 @@ class CodeRow(_ThemedRow):
 
     def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(theme, parent)
+        self.segments: list[CodeRow] = [self]
+        """The rows of one long code block shown in segments (this row among them)."""
         self.language_label = QLabel(self)
         self.language_label.setObjectName("codeLanguage")
         self.copy_button = QToolButton(self)
@@ -274,7 +283,6 @@ class CodeRow(_ThemedRow):
         self._code.setWordWrap(False)
         self._code.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._code.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self._code.setContentsMargins(8, 4, 8, 6)
         self._scroll = QScrollArea(self)
         self._scroll.setWidget(self._code)
         self._scroll.setWidgetResizable(False)
@@ -287,6 +295,7 @@ class CodeRow(_ThemedRow):
     def _apply_colors(self) -> None:
         palette = self.palette()
         palette.setColor(QPalette.ColorRole.Window, QColor(self.theme.code_background))
+        palette.setColor(QPalette.ColorRole.Base, QColor(self.theme.code_background))
         fg = "#f8f8f2" if self.theme.dark else "#1f1f1f"
         palette.setColor(QPalette.ColorRole.WindowText, QColor(fg))
         self.setPalette(palette)
@@ -298,8 +307,20 @@ class CodeRow(_ThemedRow):
 
     @property
     def code(self) -> str:
-        """The code shown (what Copy puts on the clipboard)."""
+        """The code this row shows."""
         return self.block.code if self.block else ""
+
+    @property
+    def full_code(self) -> str:
+        """The whole code block, across its segments (what Copy puts on the clipboard)."""
+        return "".join(row.code for row in self.segments)
+
+    @property
+    def _first(self) -> bool:
+        return self.block is None or self.block.part == 0
+
+    def _gap(self) -> int:
+        return 0 if self.block is not None and self.block.continued else 10
 
     @override
     def _render(self) -> None:
@@ -311,9 +332,16 @@ class CodeRow(_ThemedRow):
         code = self.block.code.removesuffix("\n")
         body = highlight(code, _lexer(self.block.language), _formatter(self.theme.code_style))
         self._code.setText(f'<pre style="margin: 0px;">{body}</pre>')
+        # A later segment of a long block continues the first one's box: no header of its own,
+        # and no padding where two segments meet.
+        self.language_label.setVisible(self._first)
+        self.copy_button.setVisible(self._first)
+        self._code.setContentsMargins(8, 4 if self._first else 0, 8, 0 if self._gap() == 0 else 6)
         self._code.adjustSize()
 
     def _header_height(self) -> int:
+        if not self._first:
+            return 0
         label, button = self.language_label.sizeHint(), self.copy_button.sizeHint()
         return max(label.height(), button.height()) + 2
 
@@ -323,7 +351,7 @@ class CodeRow(_ThemedRow):
         height = self._header_height() + self._code.sizeHint().height()
         if self._code.sizeHint().width() > inner:
             height += self._scroll.horizontalScrollBar().sizeHint().height()
-        return height + 10  # the gap under the block
+        return height + self._gap()
 
     @override
     def resizeEvent(self, event: object) -> None:
@@ -332,7 +360,7 @@ class CodeRow(_ThemedRow):
         copy = self.copy_button.sizeHint()
         self.language_label.setGeometry(MARGIN + 8, 1, inner - copy.width() - 8, header - 2)
         self.copy_button.setGeometry(MARGIN + inner - copy.width(), 1, copy.width(), header - 2)
-        self._scroll.setGeometry(MARGIN, header, inner, self.height() - header - 10)
+        self._scroll.setGeometry(MARGIN, header, inner, self.height() - header - self._gap())
 
     @override
     def paintEvent(self, event: object) -> None:
@@ -342,7 +370,7 @@ class CodeRow(_ThemedRow):
             MARGIN,
             0,
             self.width() - 2 * MARGIN,
-            self.height() - 10,
+            self.height() - self._gap(),
             QColor(self.theme.code_background),
         )
 
@@ -359,7 +387,7 @@ class CodeRow(_ThemedRow):
 
     @Slot()
     def _on_copy(self) -> None:
-        QGuiApplication.clipboard().setText(self.code)
+        QGuiApplication.clipboard().setText(self.full_code)
 
     @override
     def plain_text(self) -> str:
