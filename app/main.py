@@ -81,17 +81,21 @@ async def run_window(
         driver: optional coroutine run alongside the window, acting as the user.
     """
     from app.engine.llama import open_llama
+    from app.flow.archive import Archive
+    from app.flow.words import say_sentence
     from app.store.preferences import Preferences, load_preferences, save_preferences
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
+    archive, archive_problem = await Archive.open()
     session = ChatSession(
         open_llama,
         options=engine_options(args),
         frame_interval=1 / (refresh if refresh > 0 else 60.0),
         queue_bound=args.queue_bound,
+        archive=archive,
     )
     loop = asyncio.get_running_loop()
     pending_saves: set[asyncio.Future[None]] = set()
@@ -114,6 +118,8 @@ async def run_window(
     window.language_chosen.connect(choose_language)
     if appearance.translation_missing:
         window.view.add_note(MISSING_TRANSLATION, error=True)
+    if archive_problem is not None:
+        window.view.add_note(say_sentence(archive_problem), error=True)
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def on_closed() -> None:
@@ -127,7 +133,8 @@ async def run_window(
     await closed
     if driving is not None and not driving.done():
         driving.cancel()
-    await session.close()
+    await session.close()  # stops the reply; it is saved before this returns
+    await archive.close()
     if pending_saves:
         await asyncio.gather(*pending_saves, return_exceptions=True)
     window.deleteLater()

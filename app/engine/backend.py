@@ -83,6 +83,7 @@ class GenerationReport:
         pieces: text pieces yielded (about one per token).
         first_piece_at: ``time.perf_counter()`` when the first piece was yielded.
         compute_ended_at: ``time.perf_counter()`` when the last llama_decode returned.
+        dropped_turns: older turns left out because the conversation outgrew the context.
     """
 
     finish: FinishReason = "done"
@@ -91,6 +92,7 @@ class GenerationReport:
     pieces: int = 0
     first_piece_at: float | None = None
     compute_ended_at: float | None = None
+    dropped_turns: int = 0
 
 
 class Backend(Protocol):
@@ -99,6 +101,10 @@ class Backend(Protocol):
     @property
     def info(self) -> ModelInfo:
         """Metadata of the open model."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is for this model."""
         ...
 
     def stream_reply(

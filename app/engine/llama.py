@@ -190,6 +190,10 @@ class LlamaBackend:
         tokens: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=False)
         return tokens
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is for this model."""
+        return len(self.tokenize(text))
+
     def close(self) -> None:
         """Uninstall the abort callback, then free the context and the weights."""
         llama_cpp.llama_set_abort_callback(

@@ -40,6 +40,7 @@ class ScriptedBackend:
         rate: float = 0.0,
         prefill_seconds: float = 0.0,
         path: Path = Path("scripted.gguf"),
+        n_ctx: int = 4096,
     ) -> None:
         self._default = list(pieces)
         self._queued: list[list[str]] = []
@@ -49,13 +50,17 @@ class ScriptedBackend:
         """The messages of every reply asked for, in order (for tests)."""
         self.closed = False
         self._info = ModelInfo(
-            path=path, name=path.stem, n_ctx=4096, has_chat_template=True, chat_format="scripted"
+            path=path, name=path.stem, n_ctx=n_ctx, has_chat_template=True, chat_format="scripted"
         )
 
     @property
     def info(self) -> ModelInfo:
         """Metadata of the pretend model."""
         return self._info
+
+    def count_tokens(self, text: str) -> int:
+        """A pretend tokenizer: one token per word."""
+        return len(text.split())
 
     def enqueue(self, pieces: Iterable[str]) -> None:
         """Use ``pieces`` for the next reply only."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -21,16 +23,25 @@ from app.engine import (
     Sentence,
     StopSignal,
 )
+from app.flow.archive import Archive
 from app.flow.metrics import FlowMetrics, ReplyFigures
 from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
 from app.flow.words import say, say_sentence
 from app.flow.worker import InferenceWorker, ReplyJob
 from app.store.conversation import Conversation, Message, Status
+from app.store.database import ConversationSummary
+from app.store.exchange import NotAConversationError, from_json, to_json, to_markdown
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_QUEUE_BOUND = 64
 """Pieces the queue holds before the worker waits: about a second of a fast model's output,
 so a busy frame or two never pauses inference, while a stalled window pauses it quickly."""
+
+SAVE_EVERY = 1.0
+"""Seconds between saves of a reply while it streams."""
 
 FIGURES_EVERY = 0.25
 """Seconds between live-figure updates for the status line (a number that changes 60 times a
@@ -69,6 +80,10 @@ class ChatSession(QObject):
         reply_text(str): text to append to the reply; at most once per frame.
         reply_ended(str, str): the reply's final :data:`Status` and a note for the user.
         figures_changed(): :attr:`metrics` moved on (a few times a second while streaming).
+        conversation_loaded(): another conversation (or another branch of this one) is shown:
+            render :attr:`conversation` again from scratch.
+        conversations_changed(): the list of saved conversations changed (a new one, a new
+            title, a deletion, a newer update time).
     """
 
     state_changed = Signal(str, str)
@@ -78,6 +93,9 @@ class ChatSession(QObject):
     reply_text = Signal(str)
     reply_ended = Signal(str, str)
     figures_changed = Signal()
+    conversation_loaded = Signal()
+    conversations_changed = Signal()
+    _archive_failed = Signal(object)
 
     def __init__(
         self,
@@ -87,6 +105,7 @@ class ChatSession(QObject):
         settings: GenerationSettings | None = None,
         frame_interval: float = 1 / 60,
         queue_bound: int = DEFAULT_QUEUE_BOUND,
+        archive: Archive | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -95,6 +114,14 @@ class ChatSession(QObject):
         self.frame_interval = frame_interval
         self.queue_bound = queue_bound
         self.conversation = Conversation()
+        self.default_system_prompt = ""
+        self.archive = archive
+        """Where conversations are saved; None keeps them in memory only (tests, the bench)."""
+        if archive is not None:
+            # Called on the archive's thread: the signal carries it to this one.
+            archive.on_failure = self._archive_failed.emit
+            self._archive_failed.connect(self._on_archive_failed)
+        self._saved_at = 0.0
         self.metrics = FlowMetrics(queue_bound=queue_bound)
         self.model: ModelInfo | None = None
         self.state = ModelState.NONE
@@ -132,8 +159,52 @@ class ChatSession(QObject):
         if not text.strip() or self._reply is not None:
             return False
         prompt = self.conversation.add("user", text)
-        messages = [ChatMessage(role=r, content=c) for r, c in self.conversation.history()]
-        message = self.conversation.add("assistant", "", "streaming")
+        self._start_reply(prompt)
+        return True
+
+    def regenerate(self) -> bool:
+        """Ask again for the last reply; the earlier one stays as a variant to flip back to."""
+        messages = self.conversation.messages
+        if self._reply is not None or len(messages) < 2 or messages[-1].role != "assistant":
+            return False
+        prompt = messages[-2]
+        self._show_path_to(prompt.parent_id)
+        self.conversation.leaf_id = prompt.id
+        self._start_reply(prompt)
+        return True
+
+    def edit_and_resend(self, message: Message, text: str) -> bool:
+        """Send an edited prompt in place of ``message``; the old branch stays reachable."""
+        if self._reply is not None or message.role != "user" or not text.strip():
+            return False
+        self._show_path_to(message.parent_id)
+        prompt = self.conversation.add("user", text, parent_id=message.parent_id, after_leaf=False)
+        self._start_reply(prompt)
+        return True
+
+    def show_variant(self, message: Message) -> bool:
+        """Show another variant of a turn (and the turns that followed it)."""
+        if self._reply is not None:
+            return False
+        self.conversation.show_variant(message)
+        self._save_conversation()
+        self.conversation_loaded.emit()
+        return True
+
+    def _show_path_to(self, leaf_id: str | None) -> None:
+        # The view shows the turns before the new prompt; reply_started then adds the rest.
+        self.conversation.leaf_id = leaf_id
+        self.conversation_loaded.emit()
+
+    def _start_reply(self, prompt: Message) -> None:
+        conversation = self.conversation
+        messages = [ChatMessage(role=r, content=c) for r, c in conversation.history()]
+        message = conversation.add("assistant", "", "streaming")
+        if self.model is not None:
+            message.model = self.model.name
+            conversation.model = str(self.model.path)
+        self._save_conversation(prompt, message)
+        self._saved_at = time.monotonic()
         stop = StopSignal()
         job = ReplyJob(messages, self.settings, stop, PieceQueue(self.queue_bound, stop))
         self.metrics.reply = ReplyFigures(sent_at=time.perf_counter())
@@ -151,7 +222,6 @@ class ChatSession(QObject):
                     )
                 )
             )
-        return True
 
     def stop(self) -> bool:
         """Stop the reply in progress. False if there is none or Stop was already pressed."""
@@ -159,13 +229,17 @@ class ChatSession(QObject):
             return False
         return self._reply.job.stop.set()
 
-    async def close(self) -> None:
-        """Stop any reply, let the worker free the model, and wait for its thread to end."""
+    async def stop_and_wait(self) -> None:
+        """Stop the reply in progress, if any, and wait until it is shown and saved."""
         reply = self._reply
         if reply is not None:
             reply.job.stop.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await reply.task
+
+    async def close(self) -> None:
+        """Stop any reply, let the worker free the model, and wait for its thread to end."""
+        await self.stop_and_wait()
         self._worker.finish()
         # The abort callback makes this milliseconds; poll so the loop stays live meanwhile.
         while not self._worker.wait(0):
@@ -181,6 +255,10 @@ class ChatSession(QObject):
         assert self._reply is not None
         self._reply.message.content += text
         self.reply_text.emit(text)
+        if self.archive is not None and time.monotonic() - self._saved_at >= SAVE_EVERY:
+            # Saved as it streams: a crash loses at most the last second of the reply.
+            self._saved_at = time.monotonic()
+            self._save_messages(self._reply.message)
         now = time.perf_counter()
         if now - self._figures_at >= FIGURES_EVERY:
             self._figures_at = now
@@ -214,10 +292,147 @@ class ChatSession(QObject):
         else:
             status, note = "complete", ""
         reply.message.status, reply.message.note = status, note
+        self._save_conversation(reply.prompt, reply.message)
         if self.state is ModelState.GENERATING:
             self._set_state(ModelState.READY, self._ready_text())
         self.figures_changed.emit()
         self.reply_ended.emit(status, note)
+        if report.dropped_turns:
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "The {n} oldest messages were left out of what the model saw: the "
+                        "conversation no longer fits its context of {n_ctx} tokens.",
+                    ),
+                    n=report.dropped_turns,
+                    n_ctx=self.model.n_ctx if self.model else 0,
+                )
+            )
+
+    # -- saving -------------------------------------------------------------------------------
+
+    def _save_messages(self, *messages: Message) -> None:
+        if self.archive is None or not messages:
+            return
+        # Copies: the archive's thread writes them while this thread goes on changing replies.
+        snapshot = [replace(m) for m in messages]
+        self.archive.submit(self.archive.database.save_messages, self.conversation.id, snapshot)
+
+    def _save_conversation(self, *messages: Message) -> None:
+        """Save the conversation's own fields, and ``messages``; announces the change."""
+        conversation = self.conversation
+        if self.archive is None or not conversation.nodes:
+            return  # a new chat is saved with its first prompt, not before
+        conversation.updated_at = time.time()
+        self.archive.submit(
+            self.archive.database.save_conversation, replace(conversation, nodes={})
+        )
+        self._save_messages(*messages)
+        self.conversations_changed.emit()
+
+    @Slot(object)
+    def _on_archive_failed(self, sentence: Sentence) -> None:
+        self.notice.emit(say_sentence(sentence))
+
+    # -- conversations ------------------------------------------------------------------------
+
+    async def new_conversation(self) -> None:
+        """Start a new, empty chat (the reply in progress is stopped and saved first)."""
+        await self.stop_and_wait()
+        self.conversation = Conversation(system_prompt=self.default_system_prompt)
+        self.conversation_loaded.emit()
+
+    async def open_conversation(self, conversation_id: str) -> bool:
+        """Show a saved conversation; its model is opened if it is another one."""
+        if self.archive is None:
+            return False
+        await self.stop_and_wait()
+        if conversation_id == self.conversation.id:
+            return True
+        conversation = await self.archive.call(self.archive.database.load, conversation_id)
+        if conversation is None:
+            return False
+        for message in conversation.nodes.values():
+            if message.status == "streaming":
+                # Floodgate was killed while this reply streamed: what was saved is kept.
+                message.status = "stopped"
+                message.note = say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate", "Interrupted: Floodgate closed before this reply ended."
+                    )
+                )
+        self.conversation = conversation
+        self.conversation_loaded.emit()
+        wanted = Path(conversation.model) if conversation.model else None
+        current = self.model.path if self.model is not None else None
+        if wanted is not None and wanted != current and await self.archive.call(wanted.is_file):
+            self.open_model(wanted)
+        return True
+
+    async def list_conversations(self, query: str = "") -> list[ConversationSummary]:
+        """Saved conversations, newest first, or those matching ``query``."""
+        if self.archive is None:
+            return []
+        return await self.archive.call(self.archive.database.list_conversations, query)
+
+    def rename(self, conversation_id: str, title: str) -> None:
+        """Give a conversation a new title."""
+        title = " ".join(title.split())
+        if not title:
+            return
+        if conversation_id == self.conversation.id:
+            self.conversation.title = title
+        if self.archive is not None:
+            self.archive.submit(self.archive.database.rename, conversation_id, title)
+        self.conversations_changed.emit()
+
+    async def delete(self, conversation_id: str) -> None:
+        """Delete a conversation; :meth:`undelete` brings it back for a while."""
+        if conversation_id == self.conversation.id:
+            await self.new_conversation()
+        if self.archive is not None:
+            self.archive.submit(self.archive.database.delete, conversation_id)
+        self.conversations_changed.emit()
+
+    def undelete(self, conversation_id: str) -> None:
+        """Bring back a deleted conversation."""
+        if self.archive is not None:
+            self.archive.submit(self.archive.database.undelete, conversation_id)
+        self.conversations_changed.emit()
+
+    def set_system_prompt(self, text: str) -> None:
+        """The system prompt of this conversation (and of new ones, as their default)."""
+        self.conversation.system_prompt = text
+        self.default_system_prompt = text
+        self._save_conversation()
+
+    async def export_conversation(self, path: Path, kind: str) -> None:
+        """Write the conversation to ``path`` as ``"markdown"`` or ``"json"``."""
+        text = to_json(self.conversation) if kind == "json" else to_markdown(self.conversation)
+        await _off_the_ui_thread(self.archive, _write_text, path, text)
+
+    async def import_conversation(self, path: Path) -> bool:
+        """Read a conversation exported as JSON, save it, and show it."""
+        try:
+            text = await _off_the_ui_thread(self.archive, path.read_text, encoding="utf-8")
+            conversation = from_json(text)
+        except (OSError, UnicodeDecodeError, NotAConversationError) as exc:
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP("Floodgate", "{name} could not be imported: {reason}"),
+                    name=path.name,
+                    reason=exc,
+                )
+            )
+            return False
+        await self.stop_and_wait()
+        self.conversation = conversation
+        if self.archive is not None:
+            await self.archive.call(self.archive.database.save_all, conversation)
+        self.conversation_loaded.emit()
+        self.conversations_changed.emit()
+        return True
 
     # -- worker reports (queued from the worker thread) ---------------------------------------
 
@@ -273,3 +488,16 @@ class ChatSession(QObject):
         self.state = state
         self._state_sentence = sentence
         self.state_changed.emit(state.value, say_sentence(sentence))
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+async def _off_the_ui_thread(
+    archive: Archive | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """Run file work on the archive's thread, or a spare one when there is no archive."""
+    if archive is not None:
+        return await archive.call(fn, *args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)

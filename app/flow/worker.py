@@ -21,6 +21,7 @@ from app.engine import (
     Sentence,
     StopSignal,
 )
+from app.engine.context import PromptTooLongError, fit_to_context
 from app.flow.queue import PieceQueue
 
 
@@ -125,6 +126,29 @@ class InferenceWorker(QThread):
         else:
             self.model_loaded.emit(self._backend.info)
 
+    @staticmethod
+    def _fit(backend: Backend, job: ReplyJob) -> list[ChatMessage] | None:
+        """The turns that fit the context (oldest left out), or None if the prompt cannot."""
+        n_ctx = backend.info.n_ctx
+        # Room for the answer: the token limit, but never more than a quarter of the context.
+        budget = n_ctx - min(job.settings.max_tokens, n_ctx // 4)
+        try:
+            messages, dropped = fit_to_context(job.messages, backend.count_tokens, budget)
+        except PromptTooLongError as exc:
+            job.report.finish = "error"
+            job.report.error = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "Your message is about {tokens} tokens long, more than the {budget} tokens "
+                    "this model's context of {n_ctx} leaves for it. Shorten it, or open the "
+                    "model with a larger context (--ctx).",
+                ),
+                {"tokens": exc.tokens, "budget": exc.budget, "n_ctx": n_ctx},
+            )
+            return None
+        job.report.dropped_turns = dropped
+        return messages
+
     def _generate(self, job: ReplyJob) -> None:
         report = job.report
         try:
@@ -135,8 +159,11 @@ class InferenceWorker(QThread):
                 report.finish = "error"
                 report.error = NO_MODEL
                 return
+            messages = self._fit(self._backend, job)
+            if messages is None:
+                return
             self.reply_computing.emit()
-            stream = self._backend.stream_reply(job.messages, job.settings, job.stop, report)
+            stream = self._backend.stream_reply(messages, job.settings, job.stop, report)
             try:
                 for text in stream:
                     if not job.pieces.put(text):

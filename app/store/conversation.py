@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +31,11 @@ def strip_thinking(text: str) -> str:
     return stripped[end + len(THINK_CLOSE) :].lstrip()
 
 
+def new_id() -> str:
+    """A fresh id for a conversation or a message."""
+    return uuid.uuid4().hex
+
+
 @dataclass
 class Message:
     """One turn.
@@ -37,28 +44,102 @@ class Message:
         role: who wrote it.
         content: its text; for a reply, everything received so far.
         status: ``stopped`` marks a partial reply kept after Stop; ``error`` a reply that
-            failed (its ``note`` says why); ``length`` one cut by the token limit.
+            failed (its ``note`` says why); ``length`` one cut by the token limit;
+            ``streaming`` one still arriving (or cut off when the app was killed).
         note: a sentence for the user about how the turn ended.
+        id: unique id.
+        parent_id: the turn this one answers or follows (None for the first).
+        model: for a reply, the name of the model that wrote it.
+        created_at: seconds since the epoch.
     """
 
     role: Role
     content: str
     status: Status = "complete"
     note: str = ""
+    id: str = field(default_factory=new_id)
+    parent_id: str | None = None
+    model: str = ""
+    created_at: float = field(default_factory=time.time)
+
+
+TITLE_LENGTH = 60
+
+
+def title_from(prompt: str) -> str:
+    """A conversation's title from its first prompt: its first line, shortened."""
+    line = " ".join(prompt.strip().split("\n", 1)[0].split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
 @dataclass
 class Conversation:
-    """The turns of one chat, in order, and the system prompt that precedes them."""
+    """One chat: a tree of turns, of which one path (root to :attr:`leaf_id`) is shown.
+
+    Regenerating a reply adds a sibling of it; editing a prompt adds a sibling of the prompt.
+    Nothing is deleted, so every earlier variant stays reachable.
+    """
 
     system_prompt: str = ""
-    messages: list[Message] = field(default_factory=list)
+    id: str = field(default_factory=new_id)
+    title: str = ""
+    model: str = ""
+    """The path of the model the conversation last used."""
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    nodes: dict[str, Message] = field(default_factory=dict)
+    leaf_id: str | None = None
 
-    def add(self, role: Role, content: str, status: Status = "complete") -> Message:
-        """Append a turn and return it."""
-        message = Message(role, content, status)
-        self.messages.append(message)
+    @property
+    def messages(self) -> list[Message]:
+        """The turns shown, oldest first (the path from the first turn to the leaf)."""
+        path: list[Message] = []
+        node = self.nodes.get(self.leaf_id) if self.leaf_id else None
+        while node is not None:
+            path.append(node)
+            node = self.nodes.get(node.parent_id) if node.parent_id else None
+        path.reverse()
+        return path
+
+    def add(
+        self,
+        role: Role,
+        content: str,
+        status: Status = "complete",
+        *,
+        parent_id: str | None = None,
+        after_leaf: bool = True,
+    ) -> Message:
+        """Add a turn under the leaf (or under ``parent_id``) and make it the leaf."""
+        parent = self.leaf_id if after_leaf and parent_id is None else parent_id
+        # Strictly increasing times within a conversation, so "newest" is never a tie.
+        latest = max((m.created_at for m in self.nodes.values()), default=0.0)
+        stamp = max(time.time(), latest + 1e-6)
+        message = Message(role, content, status, parent_id=parent, created_at=stamp)
+        self.nodes[message.id] = message
+        self.leaf_id = message.id
+        if not self.title and role == "user":
+            self.title = title_from(content)
         return message
+
+    def variants(self, message: Message) -> list[Message]:
+        """The message and its siblings (same parent, same role), oldest first."""
+        siblings = [
+            m
+            for m in self.nodes.values()
+            if m.parent_id == message.parent_id and m.role == message.role
+        ]
+        return sorted(siblings, key=lambda m: (m.created_at, m.id))
+
+    def show_variant(self, message: Message) -> None:
+        """Show ``message`` instead of its sibling, with the newest turns that followed it."""
+        node = message
+        while True:
+            children = [m for m in self.nodes.values() if m.parent_id == node.id]
+            if not children:
+                break
+            node = max(children, key=lambda m: (m.created_at, m.id))
+        self.leaf_id = node.id
 
     def history(self) -> list[tuple[Role, str]]:
         """The turns to send to the model, oldest first.

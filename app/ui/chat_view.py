@@ -98,15 +98,18 @@ class _Reply:
         self._thinking: _BlockRows | None = None
         self.thinking_row: ThinkingRow | None = None
         self._thinking_began = 0.0
+        self._timed = True
         self.answer = _BlockRows(view, "reply")
 
     def append(self, text: str) -> None:
         self.text += text
         self._apply(self._splitter.feed(text))
 
-    def finish(self) -> None:
+    def finish(self, *, timed: bool = True) -> None:
+        if not timed:
+            self._timed = False
         self._apply(self._splitter.finish())
-        if self.thinking_row is not None and self.thinking_row.seconds is None:
+        if self.thinking_row is not None and not self.thinking_row.done:
             self._end_thinking()  # stopped (or ended) while still thinking
         self.answer.finish()
 
@@ -127,7 +130,9 @@ class _Reply:
         assert self._thinking is not None
         assert self.thinking_row is not None
         self._thinking.finish()
-        self.thinking_row.set_done(time.monotonic() - self._thinking_began)
+        # A reply loaded from the history has no timing: its header just says "Thoughts".
+        seconds = time.monotonic() - self._thinking_began if self._timed else None
+        self.thinking_row.set_done(seconds)
 
     def _toggle_thinking(self, expanded: bool) -> None:
         if self._thinking is not None:
@@ -167,17 +172,28 @@ class ChatView(QScrollArea):
 
     # -- building the conversation ------------------------------------------------------------
 
-    def add_user_message(self, text: str) -> None:
+    def add_user_message(self, text: str) -> HeaderRow:
         """Show a prompt the user sent (as plain text: it is never interpreted)."""
-        self.stack.append(HeaderRow(QCoreApplication.translate("ChatView", "You"), lambda: text))
+        header = HeaderRow(QCoreApplication.translate("ChatView", "You"), lambda: text)
+        self.stack.append(header)
         row = TextRow(self.theme, "user")
         row.set_plain(text)
         self.stack.append(row)
+        return header
 
-    def begin_reply(self, speaker: str = "Floodgate") -> None:
-        """Start an empty reply that :meth:`append_to_reply` grows."""
+    def begin_reply(self, speaker: str = "Floodgate") -> HeaderRow:
+        """Start an empty reply that :meth:`append_to_reply` grows; returns its header."""
         self._reply = _Reply(self, speaker)
         self.replies.append(self._reply)
+        return self._reply.header
+
+    def add_reply(self, speaker: str, text: str) -> HeaderRow:
+        """Show a whole reply at once (a saved conversation); returns its header."""
+        reply = _Reply(self, speaker)
+        self.replies.append(reply)
+        reply.append(text)
+        reply.finish(timed=False)
+        return reply.header
 
     def append_to_reply(self, text: str) -> None:
         """Append streamed text to the reply in progress."""

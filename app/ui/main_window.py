@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal, SignalInstance, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, SignalInstance, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -21,13 +23,18 @@ from PySide6.QtWidgets import (
 
 from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
+from app.store.conversation import Message
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.language import LANGUAGE_CHOICES
+from app.ui.rows import HeaderRow
+from app.ui.sidebar import Sidebar
 from app.ui.theme import THEME_CHOICES
 
 APP_NAME = "Floodgate"
+UNDO_SHOWN_MS = 10_000
+"""How long the Undo button stays after a conversation is deleted."""
 
 
 class MainWindow(QMainWindow):
@@ -57,17 +64,48 @@ class MainWindow(QMainWindow):
         self.figures_label = QLabel("")
         self.figures_label.setObjectName("figuresLabel")
 
+        self.edit_banner = QLabel()
+        self.edit_banner.setObjectName("editBanner")
+        self.edit_banner.hide()
+        self._editing: Message | None = None
+        self._last_reply_header: HeaderRow | None = None
+        self._tasks: set[asyncio.Future[object]] = set()
+        self._refresh_pending = False
+        self._deleted: str | None = None
+
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
         row.addWidget(self.send_button)
         column = QVBoxLayout()
         column.addWidget(self.view, 1)
+        column.addWidget(self.edit_banner)
         column.addLayout(row)
         central = QWidget()
         central.setLayout(column)
         self.setCentralWidget(central)
         self.statusBar().addWidget(self.state_label, 1)
+        self.undo_button = QPushButton()
+        self.undo_button.setObjectName("undoDelete")
+        self.undo_button.hide()
+        self.undo_button.clicked.connect(self.undo_delete)
+        self.statusBar().addPermanentWidget(self.undo_button)
         self.statusBar().addPermanentWidget(self.figures_label)
+
+        self.sidebar = Sidebar()
+        self.sidebar_dock = QDockWidget(self)
+        self.sidebar_dock.setObjectName("sidebarDock")
+        self.sidebar_dock.setWidget(self.sidebar)
+        self.sidebar_dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetMovable
+        )
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.sidebar_dock)
+        self.sidebar_dock.setVisible(session.archive is not None)
+        self.sidebar.new_requested.connect(self.new_chat)
+        self.sidebar.open_requested.connect(self.open_conversation)
+        self.sidebar.rename_requested.connect(session.rename)
+        self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.search_changed.connect(lambda _: self.refresh_conversations())
 
         self.file_menu = self.menuBar().addMenu("")
         self.open_action = QAction(self)
@@ -80,6 +118,19 @@ class MainWindow(QMainWindow):
         self.quit_action.triggered.connect(self.close)
         self.file_menu.addAction(self.quit_action)
 
+        self.chat_menu = self.menuBar().addMenu("")
+        self.new_action = self._action(self.chat_menu, self.new_chat, QKeySequence.StandardKey.New)
+        self.regenerate_action = self._action(self.chat_menu, self.regenerate, "Ctrl+R")
+        self.system_prompt_action = self._action(self.chat_menu, self.edit_system_prompt)
+        self.chat_menu.addSeparator()
+        self.export_markdown_action = self._action(
+            self.chat_menu, lambda: self.choose_export_file("markdown")
+        )
+        self.export_json_action = self._action(
+            self.chat_menu, lambda: self.choose_export_file("json")
+        )
+        self.import_action = self._action(self.chat_menu, self.choose_import_file)
+
         self.diagnostics = DiagnosticsPanel(session.metrics)
         self.diagnostics_dock = QDockWidget(self)
         self.diagnostics_dock.setObjectName("diagnosticsDock")
@@ -88,6 +139,9 @@ class MainWindow(QMainWindow):
         self.diagnostics_dock.hide()
         self.diagnostics_dock.visibilityChanged.connect(lambda _: self.diagnostics.refresh())
         self.view_menu = self.menuBar().addMenu("")
+        sidebar_toggle = self.sidebar_dock.toggleViewAction()
+        sidebar_toggle.setShortcut(QKeySequence("Ctrl+B"))
+        self.view_menu.addAction(sidebar_toggle)
         toggle = self.diagnostics_dock.toggleViewAction()
         toggle.setShortcut(QKeySequence("F12"))
         self.view_menu.addAction(toggle)
@@ -111,8 +165,30 @@ class MainWindow(QMainWindow):
         session.reply_text.connect(self.view.append_to_reply)
         session.reply_ended.connect(self._on_reply_ended)
         session.figures_changed.connect(self._on_figures_changed)
+        session.conversation_loaded.connect(self.render_conversation)
+        session.conversations_changed.connect(self.refresh_conversations)
         self.retranslate()
+        self.refresh_conversations()
         self.composer.setFocus()
+
+    def _action(
+        self,
+        menu: QMenu,
+        slot: Callable[[], object],
+        shortcut: QKeySequence.StandardKey | str | None = None,
+    ) -> QAction:
+        action = QAction(self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(lambda _=False: slot())
+        menu.addAction(action)
+        return action
+
+    def _spawn(self, coroutine: Coroutine[object, object, object]) -> None:
+        # Strong references: the loop keeps only weak ones to its tasks.
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _choices(
         self, menu: QMenu, choices: Sequence[str], chosen: SignalInstance
@@ -140,6 +216,19 @@ class MainWindow(QMainWindow):
         self.open_action.setText(self.tr("&Open model…"))
         self.quit_action.setText(self.tr("&Quit"))
         self.view_menu.setTitle(self.tr("&View"))
+        self.chat_menu.setTitle(self.tr("&Chat"))
+        self.new_action.setText(self.tr("&New chat"))
+        self.regenerate_action.setText(self.tr("&Regenerate the last reply"))
+        self.system_prompt_action.setText(self.tr("&System prompt…"))
+        self.export_markdown_action.setText(self.tr("Export as &Markdown…"))
+        self.export_json_action.setText(self.tr("Export as &JSON…"))
+        self.import_action.setText(self.tr("&Import a conversation…"))
+        self.sidebar_dock.setWindowTitle(self.tr("Conversations"))
+        self.sidebar.retranslate()
+        self.undo_button.setText(self.tr("Undo delete"))
+        self.edit_banner.setText(
+            self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
+        )
         self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
         self.theme_menu.setTitle(self.tr("&Theme"))
         self.theme_actions["system"].setText(self.tr("Follow the system"))
@@ -180,12 +269,24 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.statusBar().showMessage(self.tr("Type a message first."), 3000)
             return
-        if self.session.send(text):
+        editing, self._editing = self._editing, None
+        self.edit_banner.hide()
+        sent = (
+            self.session.edit_and_resend(editing, text)
+            if editing is not None
+            else self.session.send(text)
+        )
+        if sent:
             self.composer.clear()
 
     @Slot()
     def stop(self) -> None:
-        """Stop the reply in progress (pressing it twice is harmless)."""
+        """Stop the reply in progress (pressing it twice is harmless); Esc also ends editing."""
+        if self._editing is not None:
+            self._editing = None
+            self.edit_banner.hide()
+            self.composer.clear()
+            return
         if self.session.stop():
             self.send_button.setEnabled(False)
             self._show_send_state()
@@ -209,6 +310,109 @@ class MainWindow(QMainWindow):
         )
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(lambda name: self.open_model(Path(name)))
+        dialog.open()
+
+    # -- conversations ------------------------------------------------------------------------
+
+    @Slot()
+    def new_chat(self) -> None:
+        """Start a new conversation (a reply in progress is stopped and saved)."""
+        self._spawn(self.session.new_conversation())
+
+    @Slot(str)
+    def open_conversation(self, conversation_id: str) -> None:
+        """Show a saved conversation."""
+        self._spawn(self.session.open_conversation(conversation_id))
+
+    @Slot(str)
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation, with an Undo button for a while."""
+        self._deleted = conversation_id
+        self._spawn(self.session.delete(conversation_id))
+        self.undo_button.show()
+        QTimer.singleShot(UNDO_SHOWN_MS, self._forget_delete)
+
+    @Slot()
+    def undo_delete(self) -> None:
+        """Bring back the conversation deleted last."""
+        if self._deleted is not None:
+            self.session.undelete(self._deleted)
+            self.open_conversation(self._deleted)
+        self._forget_delete()
+
+    def _forget_delete(self) -> None:
+        self._deleted = None
+        self.undo_button.hide()
+
+    @Slot()
+    def refresh_conversations(self) -> None:
+        """Read the conversation list again (coalesced: at most one read at a time)."""
+        if self.session.archive is None or self._refresh_pending:
+            return
+        self._refresh_pending = True
+
+        async def refresh() -> None:
+            try:
+                found = await self.session.list_conversations(self.sidebar.search.text())
+            finally:
+                self._refresh_pending = False
+            self.sidebar.set_conversations(found, self.session.conversation.id)
+
+        self._spawn(refresh())
+
+    @Slot()
+    def regenerate(self) -> None:
+        """Ask for the last reply again."""
+        self.session.regenerate()
+
+    def begin_edit(self, message: Message) -> None:
+        """Put a sent message back into the composer; sending it starts a new branch."""
+        if self.session.generating:
+            return
+        self._editing = message
+        self.composer.setPlainText(message.content)
+        self.edit_banner.show()
+        self.composer.setFocus()
+
+    def show_variant(self, message: Message) -> None:
+        """Show another variant of a message."""
+        self.session.show_variant(message)
+
+    @Slot()
+    def edit_system_prompt(self) -> None:
+        """Edit this conversation's system prompt (a non-blocking dialog)."""
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle(self.tr("System prompt"))
+        dialog.setLabelText(
+            self.tr("Instructions the model gets before the conversation (empty: none):")
+        )
+        dialog.setOption(QInputDialog.InputDialogOption.UsePlainTextEditForTextInput)
+        dialog.setTextValue(self.session.conversation.system_prompt)
+        dialog.textValueSelected.connect(self.session.set_system_prompt)
+        dialog.open()
+
+    def choose_export_file(self, kind: str) -> None:
+        """Ask where to export the conversation, then write it off the UI thread."""
+        suffix = ".json" if kind == "json" else ".md"
+        title = self.session.conversation.title or "conversation"
+        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip()
+        dialog = QFileDialog(self, self.tr("Export conversation"), name + suffix)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilter(
+            self.tr("JSON (*.json)") if kind == "json" else self.tr("Markdown (*.md)")
+        )
+        dialog.fileSelected.connect(
+            lambda path: self._spawn(self.session.export_conversation(Path(path), kind))
+        )
+        dialog.open()
+
+    def choose_import_file(self) -> None:
+        """Ask for a conversation exported as JSON, then import it."""
+        dialog = QFileDialog(self, self.tr("Import a conversation"), "", self.tr("JSON (*.json)"))
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(
+            lambda path: self._spawn(self.session.import_conversation(Path(path)))
+        )
         dialog.open()
 
     def open_model(self, path: Path) -> None:
@@ -240,17 +444,58 @@ class MainWindow(QMainWindow):
             self.view.add_note(text)
 
     @Slot()
+    def render_conversation(self) -> None:
+        """Show the session's conversation from scratch (another one, or another branch)."""
+        self.view.clear()
+        last_reply: HeaderRow | None = None
+        for message in self.session.conversation.messages:
+            if message.role == "user":
+                self._decorate(self.view.add_user_message(message.content), message)
+            else:
+                last_reply = self.view.add_reply(message.model or APP_NAME, message.content)
+                self._decorate(last_reply, message)
+            if message.note:
+                self.view.add_note(message.note, error=message.status == "error")
+        self._last_reply_header = last_reply
+        if last_reply is not None:
+            last_reply.set_action_visible("regenerate", True)
+        self.sidebar.set_conversations_current(self.session.conversation.id)
+
+    def _decorate(self, header: HeaderRow, message: Message) -> None:
+        """Give a message's header its actions: variants, Edit or Regenerate."""
+        variants = self.session.conversation.variants(message)
+        if len(variants) > 1:
+            index = variants.index(message)
+            previous = header.add_action("previous", lambda: self.show_variant(variants[index - 1]))
+            following = variants[index + 1] if index + 1 < len(variants) else message
+            after = header.add_action("next", lambda: self.show_variant(following))
+            previous.setEnabled(index > 0)
+            after.setEnabled(index + 1 < len(variants))
+            header.set_variant(index + 1, len(variants))
+        if message.role == "user":
+            header.add_action("edit", lambda: self.begin_edit(message))
+        else:
+            header.add_action("regenerate", self.regenerate)
+            header.set_action_visible("regenerate", False)  # only the last reply shows it
+            self._last_reply_header = header
+
+    @Slot()
     def _on_reply_started(self) -> None:
-        prompt = self.session.conversation.messages[-2]
-        self.view.add_user_message(prompt.content)
+        messages = self.session.conversation.messages
+        prompt, reply = messages[-2], messages[-1]
+        if self._last_reply_header is not None:
+            self._last_reply_header.set_action_visible("regenerate", False)
+        self._decorate(self.view.add_user_message(prompt.content), prompt)
         speaker = self.session.model.name if self.session.model else APP_NAME
-        self.view.begin_reply(speaker)
+        self._decorate(self.view.begin_reply(speaker), reply)
         self.send_button.setEnabled(True)
         self._show_send_state()
 
     @Slot(str, str)
     def _on_reply_ended(self, status: str, note: str) -> None:
         self.view.end_reply(note, error=status == "error")
+        if self._last_reply_header is not None:
+            self._last_reply_header.set_action_visible("regenerate", True)
         self.send_button.setEnabled(True)
         self._show_send_state()
         messages = self.session.conversation.messages

@@ -394,8 +394,35 @@ class CodeRow(_ThemedRow):
         return self.block.source.strip("\n") if self.block else ""
 
 
+def _action_text(key: str) -> tuple[str, str]:
+    """The label and tooltip of a message action, in the current language."""
+    # Spelled out in full each time: lupdate only finds literal QCoreApplication.translate calls.
+    if key == "copy":
+        return (
+            QCoreApplication.translate("ChatView", "Copy"),
+            QCoreApplication.translate(
+                "ChatView", "Copy the whole message (Markdown as the model wrote it)"
+            ),
+        )
+    if key == "edit":
+        return (
+            QCoreApplication.translate("ChatView", "Edit"),
+            QCoreApplication.translate("ChatView", "Edit this message and send it again"),
+        )
+    if key == "regenerate":
+        return (
+            QCoreApplication.translate("ChatView", "Regenerate"),
+            QCoreApplication.translate(
+                "ChatView", "Ask for this reply again; this one stays as a variant"
+            ),
+        )
+    if key == "previous":
+        return "‹", QCoreApplication.translate("ChatView", "Previous variant")
+    return "›", QCoreApplication.translate("ChatView", "Next variant")
+
+
 class HeaderRow(Row):
-    """The speaker's name above a message, with a button that copies the whole message."""
+    """The speaker's name above a message, with its actions: Copy, and any others given."""
 
     kind = "header"
 
@@ -408,12 +435,40 @@ class HeaderRow(Row):
         font = QFont(self._name.font())
         font.setBold(True)
         self._name.setFont(font)
-        self.copy_button = QToolButton(self)
+        self._counter = QLabel(self)
+        self._counter.hide()
+        self.buttons: dict[str, QToolButton] = {}
+        self.copy_button = self.add_action("copy", self._on_copy)
         self.copy_button.setObjectName("copyMessage")
-        self.copy_button.setAutoRaise(True)
-        self.retranslate()
-        self.copy_button.clicked.connect(self._on_copy)
         self.speaker = speaker
+
+    def add_action(self, key: str, callback: Callable[[], None]) -> QToolButton:
+        """Add a button (``"edit"``, ``"regenerate"``, ``"previous"``, ``"next"``)."""
+        button = QToolButton(self)
+        button.setAutoRaise(True)
+        button.clicked.connect(lambda _=False: callback())
+        self.buttons[key] = button
+        self._retranslate_button(key)
+        button.show()
+        self._place()
+        return button
+
+    def set_variant(self, index: int, count: int) -> None:
+        """Show which of ``count`` variants this message is (1-based ``index``)."""
+        self._counter.setText(f"{index}/{count}")
+        self._counter.setVisible(count > 1)
+        self._place()
+
+    def set_action_visible(self, key: str, visible: bool) -> None:
+        """Show or hide one of the actions."""
+        if key in self.buttons:
+            self.buttons[key].setVisible(visible)
+            self._place()
+
+    def _retranslate_button(self, key: str) -> None:
+        text, tip = _action_text(key)
+        self.buttons[key].setText(text)
+        self.buttons[key].setToolTip(tip)
 
     @override
     def row_height(self, width: int) -> int:
@@ -421,29 +476,35 @@ class HeaderRow(Row):
 
     @override
     def resizeEvent(self, event: object) -> None:
-        copy = self.copy_button.sizeHint()
+        self._place()
+
+    def _place(self) -> None:
+        if "copy" not in self.buttons:
+            return  # still being built
         top = 12
-        self._name.setGeometry(MARGIN, top, self.width() - 2 * MARGIN - copy.width(), copy.height())
-        self.copy_button.setGeometry(
-            self.width() - MARGIN - copy.width(), top, copy.width(), copy.height()
-        )
+        height = self.buttons["copy"].sizeHint().height()
+        right = self.width() - MARGIN
+        # Right to left: Copy, then the other actions, with the variant counter between ‹ and ›.
+        order = ["copy", "regenerate", "edit", "next", "counter", "previous"]
+        for key in order:
+            widget: QWidget | None = self._counter if key == "counter" else self.buttons.get(key)
+            if widget is None or widget.isHidden():
+                continue
+            width = widget.sizeHint().width()
+            right -= width
+            widget.setGeometry(right, top, width, height)
+            right -= 2
+        self._name.setGeometry(MARGIN, top, max(0, right - MARGIN), height)
 
     @override
     def retranslate(self) -> None:
-        self.copy_button.setText(QCoreApplication.translate("ChatView", "Copy"))
-        self.copy_button.setToolTip(
-            QCoreApplication.translate(
-                "ChatView", "Copy the whole message (Markdown as the model wrote it)"
-            )
-        )
+        for key in self.buttons:
+            self._retranslate_button(key)
+        self._place()
 
     @Slot()
     def _on_copy(self) -> None:
         QGuiApplication.clipboard().setText(self._copy_text())
-
-    def copy_message(self) -> None:
-        """Copy the message this header belongs to."""
-        self._on_copy()
 
     @override
     def plain_text(self) -> str:
@@ -467,12 +528,15 @@ class ThinkingRow(Row):
         self.button.setArrowType(Qt.ArrowType.DownArrow)
         self.button.toggled.connect(self._toggled)
         self.seconds: float | None = None
+        self.done = False
         self.retranslate()
 
     @override
     def retranslate(self) -> None:
-        if self.seconds is None:
+        if not self.done:
             self.button.setText(QCoreApplication.translate("ChatView", "Thinking…"))
+        elif self.seconds is None:
+            self.button.setText(QCoreApplication.translate("ChatView", "Thoughts"))
         else:
             self.button.setText(
                 QCoreApplication.translate("ChatView", "Thought for {seconds} s").format(
@@ -481,8 +545,9 @@ class ThinkingRow(Row):
             )
         self._place()
 
-    def set_done(self, seconds: float) -> None:
-        """Thinking ended after ``seconds``; fold it away."""
+    def set_done(self, seconds: float | None) -> None:
+        """Thinking ended after ``seconds`` (None: not known); fold it away."""
+        self.done = True
         self.seconds = seconds
         self.button.setChecked(False)
         self.retranslate()

@@ -24,8 +24,36 @@
         <translation>复制整条消息（模型写出的 Markdown 原文）</translation>
     </message>
     <message>
+        <source>Edit</source>
+        <translation>编辑</translation>
+    </message>
+    <message>
+        <source>Edit this message and send it again</source>
+        <translation>编辑这条消息并重新发送</translation>
+    </message>
+    <message>
+        <source>Regenerate</source>
+        <translation>重新生成</translation>
+    </message>
+    <message>
+        <source>Ask for this reply again; this one stays as a variant</source>
+        <translation>重新生成这条回复；当前这条会作为另一个版本保留</translation>
+    </message>
+    <message>
+        <source>Previous variant</source>
+        <translation>上一个版本</translation>
+    </message>
+    <message>
+        <source>Next variant</source>
+        <translation>下一个版本</translation>
+    </message>
+    <message>
         <source>Thinking…</source>
         <translation>思考中…</translation>
+    </message>
+    <message>
+        <source>Thoughts</source>
+        <translation>思考过程</translation>
     </message>
     <message>
         <source>Thought for {seconds} s</source>
@@ -117,6 +145,18 @@
         <translation>回复已达到 {n} 个词元的上限。</translation>
     </message>
     <message>
+        <source>The {n} oldest messages were left out of what the model saw: the conversation no longer fits its context of {n_ctx} tokens.</source>
+        <translation>最早的 {n} 条消息未发送给模型：对话已超出其 {n_ctx} 个词元的上下文。</translation>
+    </message>
+    <message>
+        <source>Interrupted: Floodgate closed before this reply ended.</source>
+        <translation>已中断：Floodgate 在这条回复结束前关闭了。</translation>
+    </message>
+    <message>
+        <source>{name} could not be imported: {reason}</source>
+        <translation>无法导入 {name}：{reason}</translation>
+    </message>
+    <message>
         <source>{name} has no chat template; Floodgate uses the generic &apos;{format}&apos; format, so its replies may be poor.</source>
         <translation>{name} 没有对话模板；Floodgate 使用通用的“{format}”格式，回复质量可能较差。</translation>
     </message>
@@ -145,8 +185,32 @@
         <translation>无法打开模型 {name}：{reason}</translation>
     </message>
     <message>
+        <source>Your message is about {tokens} tokens long, more than the {budget} tokens this model&apos;s context of {n_ctx} leaves for it. Shorten it, or open the model with a larger context (--ctx).</source>
+        <translation>你的消息约有 {tokens} 个词元，超过了该模型 {n_ctx} 个词元的上下文所能容纳的 {budget} 个。请缩短消息，或以更大的上下文（--ctx）打开模型。</translation>
+    </message>
+    <message>
         <source>Generation failed unexpectedly: {reason}</source>
         <translation>生成意外失败：{reason}</translation>
+    </message>
+    <message>
+        <source>Saving the conversation failed ({reason}). It stays on screen; export it to keep it.</source>
+        <translation>保存对话失败（{reason}）。对话仍显示在屏幕上；如需保留，请导出。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} is damaged or is not a Floodgate database. Floodgate keeps working without saving, and the file was left as it was.</source>
+        <translation>{path} 中的聊天记录已损坏，或不是 Floodgate 的数据库。Floodgate 会继续运行但不保存，该文件保持原样。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} is in use by another program (is Floodgate already open?). Floodgate keeps working without saving, and the file was left as it was.</source>
+        <translation>{path} 中的聊天记录正被另一个程序使用（Floodgate 是否已经打开？）。Floodgate 会继续运行但不保存，该文件保持原样。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} cannot be written to; its conversations are shown but nothing new is saved. The file was left as it was.</source>
+        <translation>{path} 中的聊天记录无法写入；其中的对话可以查看，但新内容不会保存。该文件保持原样。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} cannot be opened ({reason}). Floodgate keeps working without saving, and the file was left as it was.</source>
+        <translation>无法打开 {path} 中的聊天记录（{reason}）。Floodgate 会继续运行但不保存，该文件保持原样。</translation>
     </message>
 </context>
 <context>
@@ -166,6 +230,46 @@
     <message>
         <source>&amp;View</source>
         <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>&amp;Chat</source>
+        <translation>对话(&amp;C)</translation>
+    </message>
+    <message>
+        <source>&amp;New chat</source>
+        <translation>新对话(&amp;N)</translation>
+    </message>
+    <message>
+        <source>&amp;Regenerate the last reply</source>
+        <translation>重新生成最后一条回复(&amp;R)</translation>
+    </message>
+    <message>
+        <source>&amp;System prompt…</source>
+        <translation>系统提示(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>Export as &amp;Markdown…</source>
+        <translation>导出为 &amp;Markdown…</translation>
+    </message>
+    <message>
+        <source>Export as &amp;JSON…</source>
+        <translation>导出为 &amp;JSON…</translation>
+    </message>
+    <message>
+        <source>&amp;Import a conversation…</source>
+        <translation>导入对话(&amp;I)…</translation>
+    </message>
+    <message>
+        <source>Conversations</source>
+        <translation>对话列表</translation>
+    </message>
+    <message>
+        <source>Undo delete</source>
+        <translation>撤销删除</translation>
+    </message>
+    <message>
+        <source>Editing a message: Enter sends it as a new version, Esc cancels.</source>
+        <translation>正在编辑消息：按 Enter 作为新版本发送，按 Esc 取消。</translation>
     </message>
     <message>
         <source>Flow diagnostics</source>
@@ -216,12 +320,59 @@
         <translation>GGUF 模型 (*.gguf);;所有文件 (*)</translation>
     </message>
     <message>
+        <source>System prompt</source>
+        <translation>系统提示</translation>
+    </message>
+    <message>
+        <source>Instructions the model gets before the conversation (empty: none):</source>
+        <translation>在对话之前交给模型的指示（留空表示无）：</translation>
+    </message>
+    <message>
+        <source>Export conversation</source>
+        <translation>导出对话</translation>
+    </message>
+    <message>
+        <source>JSON (*.json)</source>
+        <translation>JSON (*.json)</translation>
+    </message>
+    <message>
+        <source>Markdown (*.md)</source>
+        <translation>Markdown (*.md)</translation>
+    </message>
+    <message>
+        <source>Import a conversation</source>
+        <translation>导入对话</translation>
+    </message>
+    <message>
         <source>{rate} tok/s</source>
         <translation>{rate} 词元/秒</translation>
     </message>
     <message>
         <source>queue {depth}/{bound}</source>
         <translation>队列 {depth}/{bound}</translation>
+    </message>
+</context>
+<context>
+    <name>Sidebar</name>
+    <message>
+        <source>Search conversations</source>
+        <translation>搜索对话</translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>删除</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>重命名</translation>
+    </message>
+    <message>
+        <source>Untitled</source>
+        <translation>未命名</translation>
     </message>
 </context>
 </TS>
