@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from app.store.database import open_database
 
 HERE = Path(__file__).resolve().parent
 # Said by the offscreen platform plugin (no display in CI) when a main window shows; not ours.
@@ -34,3 +37,51 @@ def test_closing_mid_answer_exits_promptly_and_quietly(model_path: Path) -> None
     # A hang guard, not a speed target: it would be many seconds if the stop were lost.
     assert exited_at - closed_at < 5.0
     print(f"exit took {exited_at - closed_at:.3f} s after the window closed")
+
+
+@pytest.mark.model
+def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
+    model_path: Path, floodgate_home: Path
+) -> None:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "kill_mid_answer.py"), "--model", str(model_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=HERE.parent,
+    )
+    shown: list[tuple[float, int]] = []  # (time, characters on screen)
+    assert proc.stdout is not None
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            assert line, "the app ended before it was killed"
+            _, length, at = line.split()
+            shown.append((float(at), int(length)))
+            started = [t for t, n in shown if n > 0]
+            if started and shown[-1][0] - started[0] >= 2.5:
+                break
+        proc.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    database, problem = open_database(floodgate_home / "floodgate.sqlite3")
+    assert problem is None
+    assert database.integrity_ok()
+    (summary,) = database.list_conversations()
+    conversation = database.load(summary.id)
+    assert conversation is not None
+    prompt, reply = conversation.messages
+    assert prompt.content == "Write a long story about a dragon who learns to read."
+    assert reply.status == "streaming"  # shown as interrupted when opened again
+    # Everything on screen a little over a second before the kill was saved.
+    before = max(n for t, n in shown if t <= killed_at - 1.2)
+    assert len(reply.content) >= before > 0
+    print(f"saved {len(reply.content)} characters; {shown[-1][1]} were on screen at the kill")

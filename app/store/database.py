@@ -290,9 +290,10 @@ def open_database(path: Path | None = None) -> tuple[Database, Sentence | None]:
         database = Database(connection, path)
         database.migrate()
     except sqlite3.Error as exc:
-        copy = _in_memory(connection)
+        # A damaged or locked file is not read further (copying a locked one would wait for
+        # the lock forever); the in-memory store starts empty.
         connection.close()
-        return copy, _sentence(path, exc)
+        return _in_memory(None), _sentence(path, exc)
     return database, None
 
 

@@ -1,0 +1,325 @@
+"""Conversations kept in a real SQLite file while the real session streams (scripted backend)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.engine import GenerationSettings
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.archive import Archive
+from app.flow.session import ChatSession, ModelState
+from app.store.conversation import Conversation
+from app.ui.main_window import MainWindow
+from tests.conftest import Loop, run_for, run_until
+
+Opened = tuple[ChatSession, ScriptedBackend, Archive, Path]
+
+
+def open_session(loop: Loop, path: Path, backend: ScriptedBackend, **kw: object) -> ChatSession:
+    archive, problem = loop.run_until_complete(Archive.open(path))
+    assert problem is None
+    session = ChatSession(scripted_opener(backend), archive=archive, **kw)  # type: ignore[arg-type]
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    return session
+
+
+@pytest.fixture
+def opened(loop: Loop, tmp_path: Path) -> Iterator[Opened]:
+    backend = ScriptedBackend([f"word{i} " for i in range(60)], rate=20)
+    path = tmp_path / "history.sqlite3"
+    session = open_session(loop, path, backend)
+    assert session.archive is not None
+    yield session, backend, session.archive, path
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(session.archive.close())
+
+
+def saved(path: Path) -> list[tuple[str, str, str]]:
+    """(role, status, content) of every message in the file, read by another connection."""
+    with sqlite3.connect(path) as db:
+        return list(db.execute("SELECT role, status, content FROM messages ORDER BY created_at"))
+
+
+def finish(loop: Loop, session: ChatSession) -> None:
+    run_until(loop, lambda: not session.generating, timeout=20)
+    assert session.archive is not None
+    loop.run_until_complete(session.archive.flush())
+
+
+def test_a_reply_is_saved_while_it_streams_and_when_it_ends(loop: Loop, opened: Opened) -> None:
+    session, _, _, path = opened
+    session.send("Tell me something")
+    seen: set[int] = set()
+    while session.generating:
+        run_for(loop, 0.1)
+        replies = [content for role, _, content in saved(path) if role == "assistant"]
+        if replies and session.generating:
+            seen.add(len(replies[0]))
+    finish(loop, session)
+    # Three seconds of streaming, saved about once a second: several partial saves were seen.
+    assert len([n for n in seen if n > 0]) >= 2, seen
+    assert saved(path) == [
+        ("user", "complete", "Tell me something"),
+        ("assistant", "complete", "".join(f"word{i} " for i in range(60))),
+    ]
+
+
+def test_a_stopped_reply_is_saved_as_partial(loop: Loop, opened: Opened) -> None:
+    session, _, _, path = opened
+    session.send("Go")
+    run_until(loop, lambda: session.metrics.reply.pieces_shown >= 5)
+    session.stop()
+    finish(loop, session)
+    (_, (role, status, content)) = saved(path)
+    assert (role, status) == ("assistant", "stopped")
+    assert content == session.conversation.messages[-1].content
+    assert 0 < len(content) < len("".join(f"word{i} " for i in range(60)))
+
+
+def test_switching_conversations_mid_answer_stops_and_saves(loop: Loop, opened: Opened) -> None:
+    session, _, _, path = opened
+    session.send("First chat")
+    first = session.conversation.id
+    run_until(loop, lambda: session.metrics.reply.pieces_shown >= 3)
+    loop.run_until_complete(session.new_conversation())
+    assert not session.generating
+    assert session.conversation.messages == []
+    loop.run_until_complete(session.archive.flush())  # type: ignore[union-attr]
+    assert [s for _, s, _ in saved(path)] == ["complete", "stopped"]
+    assert loop.run_until_complete(session.open_conversation(first))
+    assert session.conversation.messages[0].content == "First chat"
+    assert session.conversation.messages[-1].status == "stopped"
+
+
+def test_a_reply_cut_off_by_a_crash_comes_back_marked_interrupted(
+    loop: Loop, opened: Opened
+) -> None:
+    session, _, archive, _ = opened
+    crashed = Conversation()
+    crashed.add("user", "Before the crash")
+    crashed.add("assistant", "half an ans", status="streaming")
+    loop.run_until_complete(archive.call(archive.database.save_all, crashed))
+    assert loop.run_until_complete(session.open_conversation(crashed.id))
+    reply = session.conversation.messages[-1]
+    assert (reply.status, reply.content) == ("stopped", "half an ans")
+    assert "Interrupted" in reply.note
+
+
+def test_regenerate_and_edit_keep_every_branch(loop: Loop, opened: Opened) -> None:
+    session, backend, archive, path = opened
+    backend.rate = 0  # as fast as it goes
+    backend.enqueue(["first answer"])
+    session.send("Question one")
+    finish(loop, session)
+    backend.enqueue(["second answer"])
+    assert session.regenerate()
+    finish(loop, session)
+    reply = session.conversation.messages[-1]
+    assert reply.content == "second answer"
+    variants = session.conversation.variants(reply)
+    assert [v.content for v in variants] == ["first answer", "second answer"]
+    # The regenerated reply was asked with the same history as the first.
+    assert backend.received[-1] == backend.received[-2]
+
+    backend.enqueue(["answer to the edit"])
+    assert session.edit_and_resend(session.conversation.messages[0], "Question one, edited")
+    finish(loop, session)
+    assert [m.content for m in session.conversation.messages] == [
+        "Question one, edited",
+        "answer to the edit",
+    ]
+    # Everything is in the file, and the old branch is one click away.
+    reloaded = loop.run_until_complete(archive.call(archive.database.load, session.conversation.id))
+    assert reloaded is not None
+    assert len(reloaded.nodes) == 5
+    assert session.show_variant(session.conversation.variants(session.conversation.messages[0])[0])
+    assert [m.content for m in session.conversation.messages] == ["Question one", "second answer"]
+    loop.run_until_complete(archive.flush())
+    reloaded = loop.run_until_complete(archive.call(archive.database.load, session.conversation.id))
+    assert reloaded is not None
+    assert [m.content for m in reloaded.messages] == ["Question one", "second answer"]
+    assert len(saved(path)) == 5
+
+
+def test_the_oldest_turns_are_left_out_when_the_context_is_full(loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["ok"], n_ctx=160)
+    session = open_session(
+        loop, tmp_path / "h.sqlite3", backend, settings=GenerationSettings(max_tokens=16)
+    )
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    for n in range(4):
+        session.send(f"prompt {n} " + "filler " * 25)
+        finish(loop, session)
+    sent = backend.received[-1]
+    assert sent[-1]["content"].startswith("prompt 3")
+    assert not any(m["content"].startswith("prompt 0") for m in sent)
+    assert any("oldest messages were left out" in n for n in notices)
+    # The conversation itself keeps everything; only what the model sees is shortened.
+    assert len(session.conversation.messages) == 8
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(session.archive.close())  # type: ignore[union-attr]
+
+
+def test_a_prompt_longer_than_the_context_gets_a_sentence(loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["never"], n_ctx=100)
+    session = open_session(loop, tmp_path / "h.sqlite3", backend)
+    endings: list[tuple[str, str]] = []
+    session.reply_ended.connect(lambda status, note: endings.append((status, note)))
+    session.send("word " * 400)
+    finish(loop, session)
+    assert endings[0][0] == "error"
+    assert "tokens long" in endings[0][1]
+    assert session.conversation.messages[0].status == "error"  # the window gives it back
+    assert backend.received == []
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(session.archive.close())  # type: ignore[union-attr]
+
+
+def test_export_then_import_through_the_session(loop: Loop, opened: Opened, tmp_path: Path) -> None:
+    session, backend, _, _ = opened
+    backend.rate = 0
+    session.send("Export me")
+    finish(loop, session)
+    original = [(m.role, m.content) for m in session.conversation.messages]
+    loop.run_until_complete(session.export_conversation(tmp_path / "c.json", "json"))
+    loop.run_until_complete(session.export_conversation(tmp_path / "c.md", "markdown"))
+    assert "## You\n\nExport me" in (tmp_path / "c.md").read_text(encoding="utf-8")
+    loop.run_until_complete(session.new_conversation())
+    assert loop.run_until_complete(session.import_conversation(tmp_path / "c.json"))
+    assert [(m.role, m.content) for m in session.conversation.messages] == original
+    listed = loop.run_until_complete(session.list_conversations())
+    assert len(listed) == 2  # the original and the imported copy
+
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    (tmp_path / "bad.json").write_text("{oops", encoding="utf-8")
+    assert not loop.run_until_complete(session.import_conversation(tmp_path / "bad.json"))
+    assert notices
+    assert "could not be imported" in notices[0]
+    assert [(m.role, m.content) for m in session.conversation.messages] == original
+
+
+def test_a_damaged_history_file_still_lets_you_chat(loop: Loop, tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(b"\x00garbage" * 512)
+    archive, problem = loop.run_until_complete(Archive.open(path))
+    assert problem is not None
+    assert archive.in_memory
+    session = ChatSession(scripted_opener(ScriptedBackend(["fine"])), archive=archive)
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    session.send("Still here?")
+    finish(loop, session)
+    assert session.conversation.messages[-1].content == "fine"
+    assert len(loop.run_until_complete(session.list_conversations())) == 1
+    assert path.read_bytes() == b"\x00garbage" * 512
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(archive.close())
+
+
+# -- the sidebar and the message buttons in the real window --------------------------------
+
+
+def test_the_sidebar_lists_opens_renames_deletes_and_undoes(
+    loop: Loop, opened: Opened, qtbot: QtBot
+) -> None:
+    session, backend, archive, _ = opened
+    backend.rate = 0
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    sidebar = window.sidebar
+    for prompt in ("Pasta recipes", "Weather on Mars"):
+        window.new_chat()
+        run_until(loop, lambda: session.conversation.messages == [])
+        window.composer.setPlainText(prompt)
+        window.send()
+        finish(loop, session)
+    run_until(loop, lambda: sidebar.list.count() == 2)
+    titles = [sidebar.list.item(i).text() for i in range(2)]
+    assert titles == ["Weather on Mars", "Pasta recipes"]  # newest first
+
+    sidebar.list.itemClicked.emit(sidebar.list.item(1))
+    run_until(loop, lambda: session.conversation.title == "Pasta recipes")
+    assert "Pasta recipes" in window.view.toPlainText()
+    assert "Weather on Mars" not in window.view.toPlainText()
+
+    sidebar.list.item(1).setText("Italian cooking")  # what editing in place does
+    assert session.conversation.title == "Italian cooking"
+    loop.run_until_complete(archive.flush())
+    listed = loop.run_until_complete(session.list_conversations())
+    assert [s.title for s in listed] == ["Weather on Mars", "Italian cooking"]
+
+    sidebar.search.setText("mars")
+    run_until(loop, lambda: sidebar.list.count() == 1)
+    assert sidebar.list.item(0).text() == "Weather on Mars"
+    sidebar.search.setText("")
+    run_until(loop, lambda: sidebar.list.count() == 2)
+
+    deleted = session.conversation.id
+    window.delete_conversation(deleted)
+    run_until(loop, lambda: sidebar.list.count() == 1)
+    assert session.conversation.id != deleted  # the shown conversation was the deleted one
+    assert window.undo_button.isVisible()
+    window.undo_button.click()
+    run_until(loop, lambda: sidebar.list.count() == 2 and session.conversation.id == deleted)
+    assert not window.undo_button.isVisible()
+    loop.run_until_complete(archive.flush())
+    listed = loop.run_until_complete(session.list_conversations())
+    assert {s.title for s in listed} == {"Italian cooking", "Weather on Mars"}
+
+
+def test_regenerate_variants_and_edit_from_the_message_buttons(
+    loop: Loop, opened: Opened, qtbot: QtBot
+) -> None:
+    from PySide6.QtCore import Qt
+
+    from app.ui.rows import HeaderRow
+
+    session, backend, _, _ = opened
+    backend.rate = 0
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+
+    def headers() -> list[HeaderRow]:
+        return [r for r in window.view.stack.rows if isinstance(r, HeaderRow)]
+
+    backend.enqueue(["first"])
+    window.composer.setPlainText("Ask")
+    window.send()
+    finish(loop, session)
+    you, reply = headers()
+    assert "regenerate" not in you.buttons
+    assert reply.buttons["regenerate"].isVisibleTo(reply)
+
+    backend.enqueue(["second"])
+    qtbot.mouseClick(reply.buttons["regenerate"], Qt.MouseButton.LeftButton)
+    finish(loop, session)
+    you, reply = headers()
+    assert reply.buttons["previous"].isEnabled()
+    assert not reply.buttons["next"].isEnabled()
+    assert "second" in window.view.toPlainText()
+    qtbot.mouseClick(reply.buttons["previous"], Qt.MouseButton.LeftButton)
+    assert "first" in window.view.toPlainText()
+    assert "second" not in window.view.toPlainText()
+
+    backend.enqueue(["edited answer"])
+    you, _ = headers()
+    qtbot.mouseClick(you.buttons["edit"], Qt.MouseButton.LeftButton)
+    assert window.composer.toPlainText() == "Ask"
+    assert window.edit_banner.isVisible()
+    window.composer.setPlainText("Ask again")
+    qtbot.keyClick(window.composer, Qt.Key.Key_Return)
+    finish(loop, session)
+    assert not window.edit_banner.isVisible()
+    assert [m.content for m in session.conversation.messages] == ["Ask again", "edited answer"]
+    you, _ = headers()
+    assert you.buttons["previous"].isEnabled()  # the first version of the prompt is kept
