@@ -1,6 +1,7 @@
 """Launches the real app, asks for a long answer, and closes the window in the middle of it.
 
-Run by tests/test_app_process.py in a subprocess; prints when it closed the window.
+Run by tests/test_app_process.py as ``python -m tests.close_mid_answer``; prints when it
+closed the window.
 """
 
 from __future__ import annotations
@@ -9,17 +10,14 @@ import asyncio
 import sys
 import time
 
-from app.flow.session import ModelState
 from app.main import main
 from app.ui.main_window import MainWindow
+from tests.drivers import send_when_ready
 
 
 async def close_mid_answer(window: MainWindow) -> None:
     session = window.session
-    while session.state is not ModelState.READY:
-        await asyncio.sleep(0.01)
-    window.composer.setPlainText("Write a long story about a dragon.")
-    window.send()
+    await send_when_ready(window)
     while session.metrics.reply.pieces_shown < 20:
         await asyncio.sleep(0.01)
     print(f"closing at {time.time():.6f}", flush=True)

@@ -10,17 +10,14 @@ import asyncio
 import sys
 import time
 
-from app.flow.session import ModelState
 from app.main import main
 from app.ui.main_window import MainWindow
+from tests.drivers import send_when_ready
 
 
 async def report_while_streaming(window: MainWindow) -> None:
     session = window.session
-    while session.state is not ModelState.READY:
-        await asyncio.sleep(0.01)
-    window.composer.setPlainText("Write a long story about a dragon who learns to read.")
-    window.send()
+    await send_when_ready(window)
     while True:
         reply = session.conversation.messages[-1]
         print(f"shown {len(reply.content)} {time.time():.6f}", flush=True)

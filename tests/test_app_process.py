@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.store.database import open_database
+from tests.drivers import LONG_PROMPT
 
 HERE = Path(__file__).resolve().parent
 # Said by the offscreen platform plugin (no display in CI) when a main window shows; not ours.
@@ -22,7 +23,7 @@ OFFSCREEN_NOTE = "This plugin does not support propagateSizeHints()"
 def test_closing_mid_answer_exits_promptly_and_quietly(model_path: Path) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONFAULTHANDLER="1")
     proc = subprocess.run(
-        [sys.executable, str(HERE / "close_mid_answer.py"), "--model", str(model_path)],
+        [sys.executable, "-m", "tests.close_mid_answer", "--model", str(model_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -45,7 +46,7 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
 ) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "kill_mid_answer.py"), "--model", str(model_path)],
+        [sys.executable, "-m", "tests.kill_mid_answer", "--model", str(model_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -79,7 +80,7 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
     conversation = database.load(summary.id)
     assert conversation is not None
     prompt, reply = conversation.messages
-    assert prompt.content == "Write a long story about a dragon who learns to read."
+    assert prompt.content == LONG_PROMPT
     assert reply.status == "streaming"  # shown as interrupted when opened again
     # Everything on screen a little over a second before the kill was saved.
     before = max(n for t, n in shown if t <= killed_at - 1.2)

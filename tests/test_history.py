@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine import GenerationSettings
@@ -15,6 +16,7 @@ from app.flow.archive import Archive
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Conversation
 from app.ui.main_window import MainWindow
+from app.ui.rows import HeaderRow
 from tests.conftest import Loop, run_for, run_until
 
 Opened = tuple[ChatSession, ScriptedBackend, Archive, Path]
@@ -227,14 +229,20 @@ def test_a_damaged_history_file_still_lets_you_chat(loop: Loop, tmp_path: Path) 
 # -- the sidebar and the message buttons in the real window --------------------------------
 
 
-def test_the_sidebar_lists_opens_renames_deletes_and_undoes(
-    loop: Loop, opened: Opened, qtbot: QtBot
-) -> None:
-    session, backend, archive, _ = opened
+def fast_window(opened: Opened, qtbot: QtBot) -> MainWindow:
+    session, backend, _, _ = opened
     backend.rate = 0
     window = MainWindow(session)
     qtbot.addWidget(window)
     window.show()
+    return window
+
+
+def test_the_sidebar_lists_opens_renames_deletes_and_undoes(
+    loop: Loop, opened: Opened, qtbot: QtBot
+) -> None:
+    session, _, archive, _ = opened
+    window = fast_window(opened, qtbot)
     sidebar = window.sidebar
     for prompt in ("Pasta recipes", "Weather on Mars"):
         window.new_chat()
@@ -279,15 +287,8 @@ def test_the_sidebar_lists_opens_renames_deletes_and_undoes(
 def test_regenerate_variants_and_edit_from_the_message_buttons(
     loop: Loop, opened: Opened, qtbot: QtBot
 ) -> None:
-    from PySide6.QtCore import Qt
-
-    from app.ui.rows import HeaderRow
-
     session, backend, _, _ = opened
-    backend.rate = 0
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
+    window = fast_window(opened, qtbot)
 
     def headers() -> list[HeaderRow]:
         return [r for r in window.view.stack.rows if isinstance(r, HeaderRow)]

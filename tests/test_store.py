@@ -147,13 +147,17 @@ def test_a_corrupt_file_is_left_alone_and_the_app_runs_in_memory(tmp_path: Path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["floodgate.sqlite3"]
 
 
+def file_with_one_conversation(path: Path, prompt: str) -> None:
+    database, _ = open_database(path)
+    c = Conversation()
+    c.add("user", prompt)
+    database.save_all(c)
+    database.close()
+
+
 def test_a_file_locked_by_another_program_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "floodgate.sqlite3"
-    first, _ = open_database(path)
-    c = Conversation()
-    c.add("user", "written before the lock")
-    first.save_all(c)
-    first.close()
+    file_with_one_conversation(path, "written before the lock")
     before = path.read_bytes()
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # what another program writing to it holds
@@ -171,11 +175,7 @@ def test_a_file_locked_by_another_program_is_left_alone(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write to read-only files")
 def test_a_read_only_file_is_shown_but_not_written(tmp_path: Path) -> None:
     path = tmp_path / "floodgate.sqlite3"
-    first, _ = open_database(path)
-    c = Conversation()
-    c.add("user", "kept from before")
-    first.save_all(c)
-    first.close()
+    file_with_one_conversation(path, "kept from before")
     path.chmod(0o444)
     tmp_path.chmod(0o555)
     try:

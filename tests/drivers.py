@@ -1,0 +1,18 @@
+"""What the subprocess tests' drivers share: wait for the model, then send a long prompt."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.flow.session import ModelState
+from app.ui.main_window import MainWindow
+
+LONG_PROMPT = "Write a long story about a dragon who learns to read."
+
+
+async def send_when_ready(window: MainWindow, prompt: str = LONG_PROMPT) -> None:
+    """Wait until the model is loaded, then type ``prompt`` and send it, as a user would."""
+    while window.session.state is not ModelState.READY:
+        await asyncio.sleep(0.01)
+    window.composer.setPlainText(prompt)
+    window.send()
