@@ -20,7 +20,9 @@ OFFSCREEN_NOTE = "This plugin does not support propagateSizeHints()"
 
 
 @pytest.mark.model
-def test_closing_mid_answer_exits_promptly_and_quietly(model_path: Path) -> None:
+def test_closing_mid_answer_exits_promptly_quietly_and_saved(
+    model_path: Path, floodgate_home: Path
+) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONFAULTHANDLER="1")
     proc = subprocess.run(
         [sys.executable, "-m", "tests.close_mid_answer", "--model", str(model_path)],
@@ -38,6 +40,15 @@ def test_closing_mid_answer_exits_promptly_and_quietly(model_path: Path) -> None
     # A hang guard, not a speed target: it would be many seconds if the stop were lost.
     assert exited_at - closed_at < 5.0
     print(f"exit took {exited_at - closed_at:.3f} s after the window closed")
+    # The reply was stopped and saved as partial before the process ended.
+    database, _ = open_database(floodgate_home / "floodgate.sqlite3")
+    (summary,) = database.list_conversations()
+    conversation = database.load(summary.id)
+    assert conversation is not None
+    prompt, reply = conversation.messages
+    assert prompt.content == LONG_PROMPT
+    assert reply.status == "stopped"
+    assert reply.content
 
 
 @pytest.mark.model

@@ -188,6 +188,23 @@ def test_a_read_only_file_is_shown_but_not_written(tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
+def test_a_file_the_system_says_is_read_only_is_shown_but_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same decision as the test above, for machines where it is skipped (root): here the
+    # system's answer to "may I write?" is no, whoever asks.
+    path = tmp_path / "floodgate.sqlite3"
+    file_with_one_conversation(path, "kept from before")
+    before = path.read_bytes()
+    monkeypatch.setattr(os, "access", lambda p, mode: mode != os.W_OK)
+    db, problem = open_database(path)
+    assert problem is not None
+    assert "cannot be written to" in str(problem)
+    assert db.path is None
+    assert [s.title for s in db.list_conversations()] == ["kept from before"]
+    assert path.read_bytes() == before
+
+
 def test_a_data_folder_that_cannot_be_created_gives_a_sentence(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the data folder should be")
