@@ -53,6 +53,10 @@ class Sidebar(QWidget):
             QListWidget.EditTrigger.DoubleClicked | QListWidget.EditTrigger.EditKeyPressed
         )
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        # Long titles end in "…" (the whole title is in the tooltip) rather than scrolling.
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setUniformItemSizes(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.new_button)
@@ -92,7 +96,8 @@ class Sidebar(QWidget):
             for summary in summaries:
                 item = QListWidgetItem(summary.title or self.tr("Untitled"))
                 item.setData(ID_ROLE, summary.id)
-                item.setToolTip(time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated_at)))
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated_at))
+                item.setToolTip(f"{summary.title}\n{when}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
                 if summary.id == current_id:
