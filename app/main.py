@@ -7,14 +7,16 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from app.engine import EngineOptions
-from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
+from app.engine import EngineOptions, GenerationSettings
+from app.flow.session import ChatSession
+from app.store.settings import Settings
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
@@ -50,24 +52,59 @@ def build_parser() -> argparse.ArgumentParser:
         prog="floodgate", description="Chat with a local language model (a GGUF file)."
     )
     parser.add_argument("--model", type=Path, default=None, help="GGUF file to open")
+    # Without these, the values saved in the settings dialog are used (see File > Settings).
     parser.add_argument(
         "--threads", type=_positive_int, default=None, help="CPU threads (default: half the cores)"
     )
-    parser.add_argument("--ctx", type=_positive_int, default=4096, help="context size in tokens")
+    parser.add_argument("--ctx", type=_positive_int, default=None, help="context size in tokens")
     parser.add_argument(
         "--queue-bound",
         type=_positive_int,
-        default=DEFAULT_QUEUE_BOUND,
+        default=None,
         help="pieces buffered between the model and the window before inference pauses",
     )
     return parser
 
 
-def engine_options(args: argparse.Namespace) -> EngineOptions:
-    """Engine options from the command line."""
-    if args.threads is None:
-        return EngineOptions(n_ctx=args.ctx)
-    return EngineOptions(n_ctx=args.ctx, n_threads=args.threads)
+def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The saved settings, with what the command line says instead where it says something."""
+    given = {"n_threads": args.threads, "n_ctx": args.ctx, "queue_bound": args.queue_bound}
+    return replace(settings, **{k: v for k, v in given.items() if v is not None})
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    """How the engine opens models, from the settings."""
+    return EngineOptions(
+        n_ctx=settings.n_ctx, n_threads=settings.n_threads, n_batch=settings.n_batch
+    )
+
+
+def generation_settings(settings: Settings) -> GenerationSettings:
+    """How replies are sampled, from the settings."""
+    return GenerationSettings(
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        min_p=settings.min_p,
+        repeat_penalty=settings.repeat_penalty,
+        max_tokens=settings.max_tokens,
+        seed=settings.seed,
+    )
+
+
+def apply_settings(session: ChatSession, settings: Settings) -> bool:
+    """Use ``settings`` from the next reply on.
+
+    Returns:
+        Whether the engine options changed (they apply when the model is opened again).
+    """
+    session.settings = generation_settings(settings)
+    session.queue_bound = settings.queue_bound
+    session.default_system_prompt = settings.system_prompt
+    options = engine_options(settings)
+    changed = options != session.options
+    session.options = options
+    return changed
 
 
 async def run_window(
@@ -86,28 +123,45 @@ async def run_window(
     from app.store.preferences import Preferences, load_preferences, save_preferences
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
+    from app.ui.settings_dialog import SettingsDialog
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
+    loop = asyncio.get_running_loop()
+    # Disk work never runs on the UI thread.
+    preferences = await loop.run_in_executor(None, load_preferences)
     archive, archive_problem = await Archive.open()
     session = ChatSession(
         open_llama,
-        options=engine_options(args),
         frame_interval=1 / (refresh if refresh > 0 else 60.0),
-        queue_bound=args.queue_bound,
         archive=archive,
     )
-    loop = asyncio.get_running_loop()
+    apply_settings(session, with_command_line(preferences.settings, args))
+    session.conversation.system_prompt = preferences.settings.system_prompt
     pending_saves: set[asyncio.Future[None]] = set()
 
     def save(preferences: Preferences) -> None:
-        # Disk work never runs on the UI thread.
-        saving = loop.run_in_executor(None, save_preferences, preferences)
+        # A copy: the UI thread may change the preferences while the write is under way.
+        saving = loop.run_in_executor(None, save_preferences, replace(preferences))
         pending_saves.add(saving)
         saving.add_done_callback(pending_saves.discard)
 
-    appearance = Appearance(app, load_preferences(), save)
+    appearance = Appearance(app, preferences, save)
     window = MainWindow(session)
+
+    def open_settings() -> None:
+        dialog = SettingsDialog(appearance.preferences.settings, window)
+        dialog.settings_chosen.connect(choose_settings)
+        dialog.open()
+
+    def choose_settings(settings: Settings) -> None:
+        current = appearance.preferences
+        current.settings = settings
+        save(current)
+        if apply_settings(session, with_command_line(settings, args)) and session.model:
+            session.open_model(session.model.path)  # context and threads apply on load
+
+    window.settings_requested.connect(open_settings)
     window.show_choices(appearance.theme, appearance.language)
     window.theme_chosen.connect(appearance.choose_theme)
 

@@ -1,4 +1,4 @@
-"""The user's interface preferences (theme, language), kept in a small JSON file."""
+"""The user's preferences (theme, language, model settings), kept in a small JSON file."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.store.paths import data_dir
+from app.store.settings import Settings, from_mapping, to_mapping
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +19,11 @@ FILE_NAME = "preferences.json"
 
 @dataclass
 class Preferences:
-    """What the user chose in the View menu."""
+    """What the user chose in the View menu and the settings dialog."""
 
     theme: str = "system"
     language: str = "system"
+    settings: Settings = field(default_factory=Settings)
 
 
 def preferences_path() -> Path:
@@ -45,6 +47,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
     return Preferences(
         theme=str(raw.get("theme", defaults.theme)),
         language=str(raw.get("language", defaults.language)),
+        settings=from_mapping(raw.get("settings")),
     )
 
 
@@ -55,7 +58,12 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
     fd, tmp = tempfile.mkstemp(prefix=".preferences-", suffix=".json", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(preferences), f, indent=2)
+            document = {
+                "theme": preferences.theme,
+                "language": preferences.language,
+                "settings": to_mapping(preferences.settings),
+            }
+            json.dump(document, f, indent=2, ensure_ascii=False)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

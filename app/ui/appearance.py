@@ -32,6 +32,7 @@ class Appearance(QObject):
         super().__init__(app)
         self._app = app
         self._save = save
+        self._preferences = preferences
         self.languages = Languages(app)
         theme = preferences.theme
         self.theme: ThemeChoice = theme if theme in THEME_CHOICES else "system"
@@ -43,8 +44,10 @@ class Appearance(QObject):
 
     @property
     def preferences(self) -> Preferences:
-        """The choices in effect."""
-        return Preferences(theme=self.theme, language=self.language)
+        """The preferences, with the theme and language in effect."""
+        self._preferences.theme = self.theme
+        self._preferences.language = self.language
+        return self._preferences
 
     @Slot(str)
     def choose_theme(self, choice: str) -> None:

@@ -47,6 +47,7 @@ class MainWindow(QMainWindow):
     closed = Signal()
     theme_chosen = Signal(str)
     language_chosen = Signal(str)
+    settings_requested = Signal()
 
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
@@ -112,6 +113,9 @@ class MainWindow(QMainWindow):
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self.choose_model_file)
         self.file_menu.addAction(self.open_action)
+        self.settings_action = self._action(
+            self.file_menu, self.settings_requested.emit, "Ctrl+,"
+        )
         self.file_menu.addSeparator()
         self.quit_action = QAction(self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -214,6 +218,7 @@ class MainWindow(QMainWindow):
         """Set every text of the window in the current language."""
         self.file_menu.setTitle(self.tr("&File"))
         self.open_action.setText(self.tr("&Open model…"))
+        self.settings_action.setText(self.tr("&Settings…"))
         self.quit_action.setText(self.tr("&Quit"))
         self.view_menu.setTitle(self.tr("&View"))
         self.chat_menu.setTitle(self.tr("&Chat"))

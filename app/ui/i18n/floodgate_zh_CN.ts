@@ -212,6 +212,66 @@
         <source>The chat history in {path} cannot be opened ({reason}). Floodgate keeps working without saving, and the file was left as it was.</source>
         <translation>无法打开 {path} 中的聊天记录（{reason}）。Floodgate 会继续运行但不保存，该文件保持原样。</translation>
     </message>
+    <message>
+        <source>System prompt for new chats</source>
+        <translation>新对话的系统提示</translation>
+    </message>
+    <message>
+        <source>Temperature</source>
+        <translation>温度</translation>
+    </message>
+    <message>
+        <source>Top p</source>
+        <translation>Top p</translation>
+    </message>
+    <message>
+        <source>Top k (0: off)</source>
+        <translation>Top k（0 表示关闭）</translation>
+    </message>
+    <message>
+        <source>Min p</source>
+        <translation>Min p</translation>
+    </message>
+    <message>
+        <source>Repeat penalty</source>
+        <translation>重复惩罚</translation>
+    </message>
+    <message>
+        <source>Max tokens per reply</source>
+        <translation>每条回复的最大词元数</translation>
+    </message>
+    <message>
+        <source>Seed (empty: random)</source>
+        <translation>随机种子（留空表示随机）</translation>
+    </message>
+    <message>
+        <source>Context size (tokens)</source>
+        <translation>上下文大小（词元）</translation>
+    </message>
+    <message>
+        <source>Threads</source>
+        <translation>线程数</translation>
+    </message>
+    <message>
+        <source>Batch size</source>
+        <translation>批大小</translation>
+    </message>
+    <message>
+        <source>Queue bound (pieces)</source>
+        <translation>队列上限（片段数）</translation>
+    </message>
+    <message>
+        <source>Enter a number from {minimum} to {maximum}.</source>
+        <translation>请输入 {minimum} 到 {maximum} 之间的数。</translation>
+    </message>
+    <message>
+        <source>Enter a whole number from {minimum} to {maximum}.</source>
+        <translation>请输入 {minimum} 到 {maximum} 之间的整数。</translation>
+    </message>
+    <message>
+        <source>Enter a whole number from {minimum} to {maximum}, or nothing for a random seed.</source>
+        <translation>请输入 {minimum} 到 {maximum} 之间的整数，或留空以使用随机种子。</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -222,6 +282,10 @@
     <message>
         <source>&amp;Open model…</source>
         <translation>打开模型(&amp;O)…</translation>
+    </message>
+    <message>
+        <source>&amp;Settings…</source>
+        <translation>设置(&amp;S)…</translation>
     </message>
     <message>
         <source>&amp;Quit</source>
@@ -350,6 +414,17 @@
     <message>
         <source>queue {depth}/{bound}</source>
         <translation>队列 {depth}/{bound}</translation>
+    </message>
+</context>
+<context>
+    <name>SettingsDialog</name>
+    <message>
+        <source>Settings</source>
+        <translation>设置</translation>
+    </message>
+    <message>
+        <source>Context size, threads and batch size apply when the model is opened again.</source>
+        <translation>上下文大小、线程数和批大小会在重新打开模型时生效。</translation>
     </message>
 </context>
 <context>

@@ -1,0 +1,140 @@
+"""The model settings the user can change: sampling, context, threads, queue; with their ranges.
+
+Plain data, no Qt: the settings dialog shows :data:`FIELDS`, checks what is typed with
+:func:`parse`, and the composition root turns a :class:`Settings` into the engine's and the
+flow's own options.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
+
+Kind = Literal["text", "float", "int", "optional_int"]
+
+
+def _half_the_cores() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What Floodgate generates with. Defaults match the engine's."""
+
+    system_prompt: str = ""
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    max_tokens: int = 2048
+    seed: int | None = None
+    n_ctx: int = 4096
+    n_threads: int = _half_the_cores()
+    n_batch: int = 512
+    queue_bound: int = 64
+
+
+@dataclass(frozen=True)
+class Field:
+    """One setting as the dialog shows it."""
+
+    name: str
+    label: str
+    kind: Kind
+    minimum: float = 0
+    maximum: float = 0
+    reload: bool = False
+    """Takes effect only when the model is opened again (the engine reads it at load)."""
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("system_prompt", QT_TRANSLATE_NOOP("Floodgate", "System prompt for new chats"), "text"),
+    Field("temperature", QT_TRANSLATE_NOOP("Floodgate", "Temperature"), "float", 0, 2),
+    Field("top_p", QT_TRANSLATE_NOOP("Floodgate", "Top p"), "float", 0, 1),
+    Field("top_k", QT_TRANSLATE_NOOP("Floodgate", "Top k (0: off)"), "int", 0, 1000),
+    Field("min_p", QT_TRANSLATE_NOOP("Floodgate", "Min p"), "float", 0, 1),
+    Field("repeat_penalty", QT_TRANSLATE_NOOP("Floodgate", "Repeat penalty"), "float", 0.5, 2),
+    Field("max_tokens", QT_TRANSLATE_NOOP("Floodgate", "Max tokens per reply"), "int", 1, 131072),
+    Field(
+        "seed", QT_TRANSLATE_NOOP("Floodgate", "Seed (empty: random)"), "optional_int", 0, 2**31 - 1
+    ),
+    Field(
+        "n_ctx", QT_TRANSLATE_NOOP("Floodgate", "Context size (tokens)"), "int", 256, 131072, True
+    ),
+    Field(
+        "n_threads",
+        QT_TRANSLATE_NOOP("Floodgate", "Threads"),
+        "int",
+        1,
+        max(1, os.cpu_count() or 1),
+        True,
+    ),
+    Field("n_batch", QT_TRANSLATE_NOOP("Floodgate", "Batch size"), "int", 1, 8192, True),
+    Field("queue_bound", QT_TRANSLATE_NOOP("Floodgate", "Queue bound (pieces)"), "int", 1, 100000),
+)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def parse(field: Field, text: str) -> tuple[Any, Sentence | None]:
+    """The value typed for ``field``, or None and a sentence saying what is expected."""
+    if field.kind == "text":
+        return text, None
+    text = text.strip()
+    if field.kind == "optional_int" and not text:
+        return None, None
+    limits = {"minimum": _number(field.minimum), "maximum": _number(field.maximum)}
+    try:
+        value: float = int(text) if field.kind != "float" else float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or not field.minimum <= value <= field.maximum:  # NaN, or out of range
+        if field.kind == "float":
+            template = QT_TRANSLATE_NOOP("Floodgate", "Enter a number from {minimum} to {maximum}.")
+        elif field.kind == "int":
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate", "Enter a whole number from {minimum} to {maximum}."
+            )
+        else:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "Enter a whole number from {minimum} to {maximum}, or nothing for a random seed.",
+            )
+        return None, Sentence(template, limits)
+    return value, None
+
+
+def shown(settings: Settings, field: Field) -> str:
+    """A setting's value as the dialog shows it."""
+    value = getattr(settings, field.name)
+    if value is None:
+        return ""
+    return _number(value) if isinstance(value, float) else str(value)
+
+
+def from_mapping(raw: object) -> Settings:
+    """Settings from a saved mapping; anything missing or invalid keeps its default."""
+    settings = Settings()
+    if not isinstance(raw, dict):
+        return settings
+    known = {f.name: f for f in FIELDS}
+    changes: dict[str, Any] = {}
+    for name, value in raw.items():
+        field = known.get(name)
+        if field is None:
+            continue
+        parsed, problem = parse(field, "" if value is None else str(value))
+        if problem is None:
+            changes[name] = parsed
+    return replace(settings, **changes)
+
+
+def to_mapping(settings: Settings) -> dict[str, Any]:
+    """Settings as a JSON-ready mapping."""
+    return {f.name: getattr(settings, f.name) for f in fields(settings)}

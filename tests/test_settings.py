@@ -1,0 +1,115 @@
+"""Settings: ranges checked as typed, saved with the preferences, applied to the session."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QDialogButtonBox, QLineEdit
+from pytestqt.qtbot import QtBot
+
+from app.engine import EngineOptions, GenerationSettings
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
+from app.main import apply_settings, engine_options, generation_settings, with_command_line
+from app.store.preferences import Preferences, load_preferences, save_preferences
+from app.store.settings import FIELDS, Settings, from_mapping, parse
+from app.ui.settings_dialog import SettingsDialog
+from tests.conftest import Loop
+
+FIELD = {f.name: f for f in FIELDS}
+
+
+def test_the_defaults_are_the_engines_and_the_flows() -> None:
+    assert generation_settings(Settings()) == GenerationSettings()
+    assert engine_options(Settings()) == EngineOptions()
+    assert Settings().queue_bound == DEFAULT_QUEUE_BOUND
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("temperature", "0", 0.0),
+        ("temperature", " 1.5 ", 1.5),
+        ("top_k", "0", 0),
+        ("seed", "", None),
+        ("seed", "42", 42),
+        ("n_ctx", "8192", 8192),
+        ("system_prompt", "  Be brief.  ", "  Be brief.  "),
+    ],
+)
+def test_values_in_range_are_taken(name: str, text: str, value: object) -> None:
+    assert parse(FIELD[name], text) == (value, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("temperature", "2.5", "from 0 to 2"),
+        ("temperature", "warm", "from 0 to 2"),
+        ("temperature", "nan", "from 0 to 2"),
+        ("top_k", "1.5", "whole number"),
+        ("max_tokens", "0", "whole number from 1"),
+        ("n_ctx", "100", "from 256"),
+        ("seed", "-1", "random seed"),
+        ("queue_bound", "", "whole number"),
+    ],
+)
+def test_values_out_of_range_get_a_sentence(name: str, text: str, says: str) -> None:
+    value, problem = parse(FIELD[name], text)
+    assert value is None
+    assert problem is not None
+    assert says in str(problem)
+
+
+def test_settings_are_saved_with_the_preferences(floodgate_home: Path) -> None:
+    chosen = Settings(temperature=0.2, seed=7, n_ctx=2048, system_prompt="Answer in French.")
+    save_preferences(Preferences(theme="dark", settings=chosen))
+    assert load_preferences() == Preferences(theme="dark", settings=chosen)
+
+
+def test_saved_settings_that_are_out_of_range_keep_their_defaults() -> None:
+    settings = from_mapping({"temperature": 9, "top_k": "lots", "n_ctx": 1024, "unknown": 1})
+    assert settings == Settings(n_ctx=1024)
+    assert from_mapping("not a mapping") == Settings()
+
+
+def test_the_dialog_says_what_is_wrong_and_only_accepts_valid_values(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(Settings())
+    qtbot.addWidget(dialog)
+    dialog.show()
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    temperature = dialog.editors["temperature"]
+    assert isinstance(temperature, QLineEdit)
+    assert ok.isEnabled()
+    temperature.setText("5")
+    assert not ok.isEnabled()
+    assert dialog.problems["temperature"].isVisible()
+    assert "from 0 to 2" in dialog.problems["temperature"].text()
+    temperature.setText("0.3")
+    assert ok.isEnabled()
+    assert not dialog.problems["temperature"].isVisible()
+    seed = dialog.editors["seed"]
+    assert isinstance(seed, QLineEdit)
+    seed.setText("123")
+    with qtbot.waitSignal(dialog.settings_chosen) as chosen:
+        ok.click()
+    assert chosen.args == [Settings(temperature=0.3, seed=123)]
+
+
+def test_applying_settings_to_the_session(loop: Loop) -> None:
+    session = ChatSession(scripted_opener(ScriptedBackend()))
+    assert not apply_settings(session, Settings(temperature=0.1, queue_bound=8))
+    assert session.settings.temperature == 0.1
+    assert session.queue_bound == 8
+    assert apply_settings(session, Settings(n_ctx=1024))  # the model must be opened again
+    assert session.options.n_ctx == 1024
+    loop.run_until_complete(session.close())
+
+
+def test_the_command_line_wins_over_saved_settings() -> None:
+    args = argparse.Namespace(threads=3, ctx=None, queue_bound=None)
+    assert with_command_line(Settings(n_threads=1, n_ctx=2048), args) == Settings(
+        n_threads=3, n_ctx=2048
+    )
