@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,22 +73,14 @@ def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
 
 
 def engine_options(settings: Settings) -> EngineOptions:
-    """How the engine opens models, from the settings."""
-    return EngineOptions(
-        n_ctx=settings.n_ctx, n_threads=settings.n_threads, n_batch=settings.n_batch
-    )
+    """How the engine opens models, from the settings (the fields they share by name)."""
+    return EngineOptions(**{f.name: getattr(settings, f.name) for f in fields(EngineOptions)})
 
 
 def generation_settings(settings: Settings) -> GenerationSettings:
-    """How replies are sampled, from the settings."""
+    """How replies are sampled, from the settings (the fields they share by name)."""
     return GenerationSettings(
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        top_k=settings.top_k,
-        min_p=settings.min_p,
-        repeat_penalty=settings.repeat_penalty,
-        max_tokens=settings.max_tokens,
-        seed=settings.seed,
+        **{f.name: getattr(settings, f.name) for f in fields(GenerationSettings)}
     )
 
 

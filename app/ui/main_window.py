@@ -113,9 +113,7 @@ class MainWindow(QMainWindow):
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self.choose_model_file)
         self.file_menu.addAction(self.open_action)
-        self.settings_action = self._action(
-            self.file_menu, self.settings_requested.emit, "Ctrl+,"
-        )
+        self.settings_action = self._action(self.file_menu, self.settings_requested.emit, "Ctrl+,")
         self.file_menu.addSeparator()
         self.quit_action = QAction(self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
