@@ -20,6 +20,7 @@ from app.store.settings import Settings
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
+    from app.ui.model_library import ModelLibrary
 
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
@@ -109,12 +110,15 @@ async def run_window(
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
     """
+    from app.engine import ModelInfo
     from app.engine.llama import open_llama
     from app.flow.archive import Archive
     from app.flow.words import say_sentence
+    from app.store.paths import data_dir
     from app.store.preferences import Preferences, load_preferences, save_preferences
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
+    from app.ui.model_library import ModelLibrary
     from app.ui.settings_dialog import SettingsDialog
 
     screen = app.primaryScreen()
@@ -154,6 +158,28 @@ async def run_window(
             session.open_model(session.model.path)  # context and threads apply on load
 
     window.settings_requested.connect(open_settings)
+    library_tasks: set[asyncio.Future[None]] = set()
+
+    def open_library() -> None:
+        current = session.model.path if session.model else None
+        library = ModelLibrary(current, window)
+        library.open_requested.connect(window.open_model)
+        library.add_requested.connect(window.choose_model_file)
+        library.finished.connect(library.deleteLater)
+        library.open()
+        folders = [PROJECT_DIR / "models", data_dir() / "models"]
+        recent = [Path(p) for p in appearance.preferences.recent_models]
+        task = asyncio.ensure_future(describe_models(library, folders, recent))
+        library_tasks.add(task)
+        task.add_done_callback(library_tasks.discard)
+
+    def remember_model(info: ModelInfo) -> None:
+        current = appearance.preferences
+        current.remember_model(str(info.path.resolve()))
+        save(current)
+
+    window.models_requested.connect(open_library)
+    session.model_changed.connect(remember_model)
     window.show_choices(appearance.theme, appearance.language)
     window.theme_chosen.connect(appearance.choose_theme)
 
@@ -184,6 +210,26 @@ async def run_window(
     if pending_saves:
         await asyncio.gather(*pending_saves, return_exceptions=True)
     window.deleteLater()
+
+
+async def describe_models(library: ModelLibrary, folders: list[Path], recent: list[Path]) -> None:
+    """Fill the model library, reading each file's header on a worker thread."""
+    from shiboken6 import isValid
+
+    from app.engine.errors import ModelLoadError
+    from app.engine.model_card import find_models, read_model_card
+    from app.flow.words import say_sentence
+
+    for path in await asyncio.to_thread(find_models, folders, recent):
+        try:
+            card = await asyncio.to_thread(read_model_card, path)
+        except ModelLoadError as exc:
+            if isValid(library):
+                library.add_problem(say_sentence(exc.sentence))
+            continue
+        if not isValid(library):
+            return  # closed before every file was read
+        library.add_card(card)
 
 
 def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:

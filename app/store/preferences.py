@@ -24,6 +24,12 @@ class Preferences:
     theme: str = "system"
     language: str = "system"
     settings: Settings = field(default_factory=Settings)
+    recent_models: list[str] = field(default_factory=list)
+    """Model files opened before, most recent first."""
+
+    def remember_model(self, path: str, keep: int = 20) -> None:
+        """Put ``path`` first among the recent models."""
+        self.recent_models = [path, *(p for p in self.recent_models if p != path)][:keep]
 
 
 def preferences_path() -> Path:
@@ -48,6 +54,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
         theme=str(raw.get("theme", defaults.theme)),
         language=str(raw.get("language", defaults.language)),
         settings=from_mapping(raw.get("settings")),
+        recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
     )
 
 
@@ -62,6 +69,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "theme": preferences.theme,
                 "language": preferences.language,
                 "settings": to_mapping(preferences.settings),
+                "recent_models": list(preferences.recent_models),
             }
             json.dump(document, f, indent=2, ensure_ascii=False)
         os.replace(tmp, path)

@@ -48,6 +48,7 @@ class MainWindow(QMainWindow):
     theme_chosen = Signal(str)
     language_chosen = Signal(str)
     settings_requested = Signal()
+    models_requested = Signal()
 
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
@@ -113,6 +114,7 @@ class MainWindow(QMainWindow):
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self.choose_model_file)
         self.file_menu.addAction(self.open_action)
+        self.models_action = self._action(self.file_menu, self.models_requested.emit, "Ctrl+M")
         self.settings_action = self._action(self.file_menu, self.settings_requested.emit, "Ctrl+,")
         self.file_menu.addSeparator()
         self.quit_action = QAction(self)
@@ -217,6 +219,7 @@ class MainWindow(QMainWindow):
         self.file_menu.setTitle(self.tr("&File"))
         self.open_action.setText(self.tr("&Open model…"))
         self.settings_action.setText(self.tr("&Settings…"))
+        self.models_action.setText(self.tr("&Models…"))
         self.quit_action.setText(self.tr("&Quit"))
         self.view_menu.setTitle(self.tr("&View"))
         self.chat_menu.setTitle(self.tr("&Chat"))

@@ -272,6 +272,10 @@
         <source>Enter a whole number from {minimum} to {maximum}, or nothing for a random seed.</source>
         <translation>请输入 {minimum} 到 {maximum} 之间的整数，或留空以使用随机种子。</translation>
     </message>
+    <message>
+        <source>The header of {name} cannot be read: {reason}</source>
+        <translation>无法读取 {name} 的文件头：{reason}</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -286,6 +290,10 @@
     <message>
         <source>&amp;Settings…</source>
         <translation>设置(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>&amp;Models…</source>
+        <translation>模型(&amp;M)…</translation>
     </message>
     <message>
         <source>&amp;Quit</source>
@@ -414,6 +422,65 @@
     <message>
         <source>queue {depth}/{bound}</source>
         <translation>队列 {depth}/{bound}</translation>
+    </message>
+</context>
+<context>
+    <name>ModelLibrary</name>
+    <message>
+        <source>Models</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Name</source>
+        <translation>名称</translation>
+    </message>
+    <message>
+        <source>Architecture</source>
+        <translation>架构</translation>
+    </message>
+    <message>
+        <source>Parameters</source>
+        <translation>参数量</translation>
+    </message>
+    <message>
+        <source>Quantization</source>
+        <translation>量化</translation>
+    </message>
+    <message>
+        <source>Context</source>
+        <translation>上下文</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Chat template</source>
+        <translation>对话模板</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>打开</translation>
+    </message>
+    <message>
+        <source>Add a file…</source>
+        <translation>添加文件…</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>in use</source>
+        <translation>使用中</translation>
+    </message>
+    <message>
+        <source>yes</source>
+        <translation>有</translation>
+    </message>
+    <message>
+        <source>no (generic format)</source>
+        <translation>无（使用通用格式）</translation>
     </message>
 </context>
 <context>

@@ -1,0 +1,133 @@
+"""The model library: the GGUF files Floodgate knows, described from their headers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine.model_card import ModelCard, short_count
+
+PATH_ROLE = Qt.ItemDataRole.UserRole
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+class ModelLibrary(QDialog):
+    """A table of model files; rows arrive as their headers are read (off the UI thread).
+
+    Signals:
+        open_requested(Path): Open (or a double-click) on a model.
+        add_requested(): Add a file….
+    """
+
+    open_requested = Signal(object)
+    add_requested = Signal()
+
+    def __init__(self, current: Path | None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelLibrary")
+        self.setWindowTitle(self.tr("Models"))
+        self.resize(900, 360)
+        self._current = current.resolve() if current else None
+        self.table = QTableWidget(0, 7)
+        self.table.setHorizontalHeaderLabels(
+            [
+                self.tr("Name"),
+                self.tr("Architecture"),
+                self.tr("Parameters"),
+                self.tr("Quantization"),
+                self.tr("Context"),
+                self.tr("Size"),
+                self.tr("Chat template"),
+            ]
+        )
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.cellDoubleClicked.connect(lambda row, _: self._open_row(row))
+        self.problems = QLabel()
+        self.problems.setWordWrap(True)
+        self.problems.hide()
+        self.open_button = QPushButton(self.tr("Open"))
+        self.open_button.setDefault(True)
+        self.open_button.clicked.connect(lambda: self._open_row(self.table.currentRow()))
+        add = QPushButton(self.tr("Add a file…"))
+        add.clicked.connect(self.add_requested)
+        close = QPushButton(self.tr("Close"))
+        close.clicked.connect(self.reject)
+        buttons = QHBoxLayout()
+        buttons.addWidget(add)
+        buttons.addStretch(1)
+        buttons.addWidget(self.open_button)
+        buttons.addWidget(close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.problems)
+        layout.addLayout(buttons)
+
+    def add_card(self, card: ModelCard) -> None:
+        """Show one model (the one in use is marked and selected)."""
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        in_use = self._current is not None and card.path.resolve() == self._current
+        marker = self.tr("in use")
+        name = f"{card.name}  ({marker})" if in_use else card.name
+        cells = [
+            name,
+            card.architecture,
+            short_count(card.parameters),
+            card.quantization,
+            str(card.context_length or ""),
+            _size(card.size_bytes),
+            self.tr("yes") if card.has_chat_template else self.tr("no (generic format)"),
+        ]
+        for column, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            item.setData(PATH_ROLE, str(card.path))
+            item.setToolTip(str(card.path))
+            self.table.setItem(row, column, item)
+        if in_use or self.table.currentRow() < 0:
+            self.table.selectRow(row)
+
+    def add_problem(self, sentence: str) -> None:
+        """Say that a file could not be described (it is left out of the table)."""
+        text = self.problems.text()
+        self.problems.setText(f"{text}\n{sentence}" if text else sentence)
+        self.problems.show()
+
+    def _path(self, row: int) -> Path | None:
+        item = self.table.item(row, 0)
+        return Path(item.data(PATH_ROLE)) if item is not None else None
+
+    def paths(self) -> list[Path]:
+        """The models listed, top to bottom."""
+        found = (self._path(r) for r in range(self.table.rowCount()))
+        return [p for p in found if p is not None]
+
+    @Slot(int)
+    def _open_row(self, row: int) -> None:
+        path = self._path(row) if row >= 0 else None
+        if path is None:
+            return
+        self.open_requested.emit(path)
+        self.accept()

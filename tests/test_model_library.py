@@ -1,0 +1,126 @@
+"""The model library: GGUF headers read without loading weights; switching frees memory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.engine import EngineOptions, ModelLoadError
+from app.engine.llama import open_llama
+from app.engine.model_card import ModelCard, find_models, read_model_card, short_count
+from app.flow.session import ChatSession, ModelState
+from app.main import describe_models
+from app.ui.model_library import ModelLibrary
+from tests.conftest import Loop, run_until
+
+
+@pytest.mark.model
+def test_the_bundled_models_card(model_path: Path) -> None:
+    card = read_model_card(model_path)
+    assert card.architecture == "llama"
+    assert short_count(card.parameters) == "135M"
+    assert card.quantization == "Q4_1"
+    assert card.context_length == 8192
+    assert card.size_bytes == model_path.stat().st_size
+    assert card.has_chat_template
+
+
+def test_files_that_are_not_models_get_a_sentence(tmp_path: Path) -> None:
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    with pytest.raises(ModelLoadError, match="not a GGUF model file"):
+        read_model_card(text)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 40)
+    with pytest.raises(ModelLoadError, match=r"header of broken\.gguf cannot be read"):
+        read_model_card(broken)
+
+
+def test_known_models_come_from_folders_and_recent_files_once_each(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "b.gguf").write_bytes(b"GGUF")
+    (folder / "a.gguf").write_bytes(b"GGUF")
+    (folder / "readme.txt").write_text("not listed")
+    elsewhere = tmp_path / "elsewhere.gguf"
+    elsewhere.write_bytes(b"GGUF")
+    found = find_models(
+        [folder, tmp_path / "missing-folder"],
+        [elsewhere, folder / "a.gguf", tmp_path / "deleted.gguf"],
+    )
+    assert found == [(folder / "a.gguf").resolve(), (folder / "b.gguf").resolve(), elsewhere]
+
+
+def test_short_counts() -> None:
+    assert [short_count(n) for n in (None, 950, 134_515_008, 7_241_732_096)] == [
+        "",
+        "950",
+        "135M",
+        "7.24B",
+    ]
+
+
+def card(path: Path, name: str) -> ModelCard:
+    return ModelCard(path, name, "llama", 135_000_000, "Q4_1", 8192, 98 * 2**20, True)
+
+
+def test_the_library_lists_marks_the_model_in_use_and_opens_a_choice(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    library = ModelLibrary(tmp_path / "b.gguf")
+    qtbot.addWidget(library)
+    library.show()
+    library.add_card(card(tmp_path / "a.gguf", "Alpha"))
+    library.add_card(card(tmp_path / "b.gguf", "Beta"))
+    assert library.table.rowCount() == 2
+    assert library.table.item(1, 0).text().startswith("Beta  (in use)")  # type: ignore[union-attr]
+    assert library.table.item(0, 2).text() == "135M"  # type: ignore[union-attr]
+    assert library.table.currentRow() == 1
+    with qtbot.waitSignal(library.open_requested) as opened:
+        library.table.cellDoubleClicked.emit(0, 0)
+    assert opened.args == [tmp_path / "a.gguf"]
+
+
+@pytest.mark.model
+def test_describing_a_folder_shows_models_and_says_which_files_are_not(
+    loop: Loop, qtbot: QtBot, tmp_path: Path, model_path: Path
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "smol.gguf").symlink_to(model_path)
+    (folder / "truncated.gguf").write_bytes(model_path.read_bytes()[:4096])
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    loop.run_until_complete(describe_models(library, [folder], []))
+    assert library.paths() == [(folder / "smol.gguf").resolve()]
+    assert "truncated.gguf" in library.problems.text()
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.model
+def test_ten_model_switches_give_the_memory_back(
+    loop: Loop, tmp_path: Path, model_path: Path
+) -> None:
+    other = tmp_path / "other.gguf"
+    other.symlink_to(model_path)  # another path: each switch really closes and opens
+    session = ChatSession(open_llama, options=EngineOptions(n_ctx=512, n_threads=1))
+    loaded: list[Path] = []
+    session.model_changed.connect(lambda info: loaded.append(info.path))
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, timeout=60)
+    baseline = rss_mb()
+    for i in range(10):
+        session.open_model(other if i % 2 == 0 else model_path)
+        run_until(loop, lambda n=i: len(loaded) == n + 2, timeout=60)
+    after = rss_mb()
+    loop.run_until_complete(session.close())
+    assert loaded[-1] == model_path
+    assert after <= baseline * 1.10, f"{baseline:.0f} MB after the first load, {after:.0f} after"
+    print(f"RSS {baseline:.0f} MB after the first load, {after:.0f} MB after 10 switches")
