@@ -110,20 +110,27 @@ async def run_window(
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
     """
+    from shiboken6 import isValid
+
     from app.engine import ModelInfo
     from app.engine.llama import open_llama
+    from app.engine.remote import RemoteEndpoint, RemoteError
     from app.flow.archive import Archive
+    from app.flow.event_loop import finalize_async_generators_on
+    from app.flow.remote import RemoteModel
     from app.flow.words import say_sentence
     from app.store.paths import data_dir
     from app.store.preferences import Preferences, load_preferences, save_preferences
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
     from app.ui.model_library import ModelLibrary
+    from app.ui.server_dialog import ServerDialog
     from app.ui.settings_dialog import SettingsDialog
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
     loop = asyncio.get_running_loop()
+    finalize_async_generators_on(loop)
     # Disk work never runs on the UI thread.
     preferences = await loop.run_in_executor(None, load_preferences)
     archive, archive_problem = await Archive.open()
@@ -179,6 +186,36 @@ async def run_window(
         save(current)
 
     window.models_requested.connect(open_library)
+
+    def open_server_dialog() -> None:
+        current = appearance.preferences
+        dialog = ServerDialog(current.server_url, current.server_model, window)
+        dialog.finished.connect(dialog.deleteLater)
+
+        async def list_models(endpoint: RemoteEndpoint) -> None:
+            remote = RemoteModel(endpoint)
+            try:
+                offered = await remote.models()
+            except RemoteError as exc:
+                if isValid(dialog):
+                    dialog.set_problem(say_sentence(exc.sentence))
+                return
+            finally:
+                await remote.close()
+            if isValid(dialog):
+                dialog.set_models(offered)
+
+        def connect(endpoint: RemoteEndpoint) -> None:
+            remembered = appearance.preferences
+            remembered.server_url, remembered.server_model = endpoint.base_url, endpoint.model
+            save(remembered)
+            window.spawn(session.connect_remote(endpoint))
+
+        dialog.models_requested.connect(lambda endpoint: window.spawn(list_models(endpoint)))
+        dialog.connect_requested.connect(connect)
+        dialog.open()
+
+    window.server_requested.connect(open_server_dialog)
     session.model_changed.connect(remember_model)
     window.show_choices(appearance.theme, appearance.language)
     window.theme_chosen.connect(appearance.choose_theme)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from app.flow.event_loop import finalize_async_generators_on
 from app.main import DEFAULT_MODEL
 
 Loop = asyncio.AbstractEventLoop
@@ -33,12 +35,14 @@ def loop(qapp: QApplication) -> Iterator[Loop]:
     """A qasync loop on the test's QApplication: Qt and asyncio in one loop, as in the app."""
     event_loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(event_loop)
+    hooks = finalize_async_generators_on(event_loop)
     try:
         yield event_loop
     finally:
         event_loop.run_until_complete(asyncio.sleep(0))
         event_loop.close()
         asyncio.set_event_loop(None)
+        sys.set_asyncgen_hooks(*hooks)
 
 
 def run_until(loop: Loop, predicate: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -41,11 +42,47 @@ class PieceQueue:
         self.backpressure_waits = 0
         self.backpressure_seconds = 0.0
         self.pieces_in = 0
+        self._space: asyncio.Event | None = None
+        self._space_loop: asyncio.AbstractEventLoop | None = None
         self._remove_listener = stop.add_listener(self._wake)
 
     def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
+        self._wake_async()
+
+    def _wake_async(self) -> None:
+        # Drain and Stop may come from another thread than the loop an async producer waits on.
+        if self._space is not None and self._space_loop is not None:
+            self._space_loop.call_soon_threadsafe(self._space.set)
+
+    async def put_async(self, text: str) -> bool:
+        """:meth:`put` for a producer on the event loop (a remote stream).
+
+        Waits for space without blocking the loop; while it waits, the producer reads nothing
+        more from its source, so backpressure reaches the network.
+
+        Returns:
+            False if Stop was requested (the piece is not added), True otherwise.
+        """
+        produced_at = time.perf_counter()
+        if self.depth >= self.bound and not self._stop.is_set():
+            self.backpressure_waits += 1
+            began = time.perf_counter()
+            self._space_loop = asyncio.get_running_loop()
+            while self.depth >= self.bound and not self._stop.is_set():
+                self._space = asyncio.Event()
+                if self.depth < self.bound or self._stop.is_set():
+                    break  # drained (or stopped) between the check and the new event
+                await self._space.wait()
+            self.backpressure_seconds += time.perf_counter() - began
+        if self._stop.is_set():
+            return False
+        with self._cond:
+            self._items.append(Piece(text, produced_at))
+            self.pieces_in += 1
+            self.max_depth = max(self.max_depth, len(self._items))
+        return True
 
     def put(self, text: str) -> bool:
         """Add a piece, waiting while the queue is full.
@@ -74,6 +111,7 @@ class PieceQueue:
             items = list(self._items)
             self._items.clear()
             self._cond.notify_all()
+        self._wake_async()
         return items
 
     def end(self) -> None:

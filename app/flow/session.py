@@ -23,10 +23,12 @@ from app.engine import (
     Sentence,
     StopSignal,
 )
+from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.archive import Archive
 from app.flow.metrics import FlowMetrics, ReplyFigures
 from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
+from app.flow.remote import RemoteModel
 from app.flow.words import say, say_sentence
 from app.flow.worker import InferenceWorker, ReplyJob
 from app.store.conversation import Conversation, Message, Status
@@ -127,6 +129,9 @@ class ChatSession(QObject):
         self.state = ModelState.NONE
         self._state_sentence = self._ready_text()
         self._reply: _ActiveReply | None = None
+        self._remote: RemoteModel | None = None
+        self._remote_task: asyncio.Future[None] | None = None
+        self._closing: set[asyncio.Future[None]] = set()
         self._figures_at = 0.0
         self._worker = InferenceWorker(opener)
         self._worker.model_loaded.connect(self._on_model_loaded)
@@ -144,6 +149,7 @@ class ChatSession(QObject):
     def open_model(self, path: Path) -> None:
         """Load ``path`` on the worker; a reply in progress is stopped first."""
         self.stop()
+        self._drop_remote()
         self._set_state(
             ModelState.LOADING,
             Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
@@ -211,7 +217,11 @@ class ChatSession(QObject):
         self.metrics.queue_bound = self.queue_bound
         task = asyncio.ensure_future(self._stream(job))
         self._reply = _ActiveReply(job, prompt, message, task)
-        self._worker.generate(job)
+        if self._remote is not None:
+            self._remote_task = asyncio.ensure_future(self._remote.run(job))
+            self._set_state(ModelState.GENERATING, self._answering_text())
+        else:
+            self._worker.generate(job)
         self.reply_started.emit()
         if self.state is ModelState.LOADING:
             self.notice.emit(
@@ -237,9 +247,61 @@ class ChatSession(QObject):
             with contextlib.suppress(asyncio.CancelledError):
                 await reply.task
 
+    async def connect_remote(self, endpoint: RemoteEndpoint) -> bool:
+        """Use a model on a server from the next reply on (a reply in progress is stopped).
+
+        The server is asked for its models first, so a wrong address or key is reported here
+        rather than at the first prompt.
+        """
+        await self.stop_and_wait()
+        remote = RemoteModel(endpoint)
+        self._set_state(
+            ModelState.LOADING,
+            Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "Connecting to {url}…"), {"url": endpoint.base_url}
+            ),
+        )
+        try:
+            offered = await remote.models()
+        except RemoteError as exc:
+            await remote.close()
+            self._set_state(ModelState.ERROR, exc.sentence)
+            return False
+        if endpoint.model and endpoint.model not in offered:
+            await remote.close()
+            self._set_state(
+                ModelState.ERROR,
+                Sentence(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "The server at {url} does not offer “{model}”; it has: {offered}.",
+                    ),
+                    {
+                        "url": endpoint.base_url,
+                        "model": endpoint.model,
+                        "offered": ", ".join(offered),
+                    },
+                ),
+            )
+            return False
+        self._drop_remote()
+        self._remote = remote
+        self._on_model_loaded(remote.info)
+        return True
+
+    def _drop_remote(self) -> None:
+        if self._remote is not None:
+            remote, self._remote = self._remote, None
+            closing = asyncio.ensure_future(remote.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
         """Stop any reply, let the worker free the model, and wait for its thread to end."""
         await self.stop_and_wait()
+        self._drop_remote()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
         self._worker.finish()
         # The abort callback makes this milliseconds; poll so the loop stays live meanwhile.
         while not self._worker.wait(0):

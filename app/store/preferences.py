@@ -26,6 +26,9 @@ class Preferences:
     settings: Settings = field(default_factory=Settings)
     recent_models: list[str] = field(default_factory=list)
     """Model files opened before, most recent first."""
+    server_url: str = ""
+    server_model: str = ""
+    """The server connected to last (its API key is never stored here)."""
 
     def remember_model(self, path: str, keep: int = 20) -> None:
         """Put ``path`` first among the recent models."""
@@ -55,6 +58,8 @@ def load_preferences(path: Path | None = None) -> Preferences:
         language=str(raw.get("language", defaults.language)),
         settings=from_mapping(raw.get("settings")),
         recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
+        server_url=str(raw.get("server_url", "")),
+        server_model=str(raw.get("server_model", "")),
     )
 
 
@@ -70,6 +75,8 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "language": preferences.language,
                 "settings": to_mapping(preferences.settings),
                 "recent_models": list(preferences.recent_models),
+                "server_url": preferences.server_url,
+                "server_model": preferences.server_model,
             }
             json.dump(document, f, indent=2, ensure_ascii=False)
         os.replace(tmp, path)

@@ -49,6 +49,7 @@ class MainWindow(QMainWindow):
     language_chosen = Signal(str)
     settings_requested = Signal()
     models_requested = Signal()
+    server_requested = Signal()
 
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         self.open_action.triggered.connect(self.choose_model_file)
         self.file_menu.addAction(self.open_action)
         self.models_action = self._action(self.file_menu, self.models_requested.emit, "Ctrl+M")
+        self.server_action = self._action(self.file_menu, self.server_requested.emit)
         self.settings_action = self._action(self.file_menu, self.settings_requested.emit, "Ctrl+,")
         self.file_menu.addSeparator()
         self.quit_action = QAction(self)
@@ -188,7 +190,8 @@ class MainWindow(QMainWindow):
         menu.addAction(action)
         return action
 
-    def _spawn(self, coroutine: Coroutine[object, object, object]) -> None:
+    def spawn(self, coroutine: Coroutine[object, object, object]) -> None:
+        """Run ``coroutine`` on the loop, keeping it alive until it ends."""
         # Strong references: the loop keeps only weak ones to its tasks.
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
@@ -220,6 +223,7 @@ class MainWindow(QMainWindow):
         self.open_action.setText(self.tr("&Open model…"))
         self.settings_action.setText(self.tr("&Settings…"))
         self.models_action.setText(self.tr("&Models…"))
+        self.server_action.setText(self.tr("&Connect to a server…"))
         self.quit_action.setText(self.tr("&Quit"))
         self.view_menu.setTitle(self.tr("&View"))
         self.chat_menu.setTitle(self.tr("&Chat"))
@@ -323,18 +327,18 @@ class MainWindow(QMainWindow):
     @Slot()
     def new_chat(self) -> None:
         """Start a new conversation (a reply in progress is stopped and saved)."""
-        self._spawn(self.session.new_conversation())
+        self.spawn(self.session.new_conversation())
 
     @Slot(str)
     def open_conversation(self, conversation_id: str) -> None:
         """Show a saved conversation."""
-        self._spawn(self.session.open_conversation(conversation_id))
+        self.spawn(self.session.open_conversation(conversation_id))
 
     @Slot(str)
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation, with an Undo button for a while."""
         self._deleted = conversation_id
-        self._spawn(self.session.delete(conversation_id))
+        self.spawn(self.session.delete(conversation_id))
         self.undo_button.show()
         QTimer.singleShot(UNDO_SHOWN_MS, self._forget_delete)
 
@@ -364,7 +368,7 @@ class MainWindow(QMainWindow):
                 self._refresh_pending = False
             self.sidebar.set_conversations(found, self.session.conversation.id)
 
-        self._spawn(refresh())
+        self.spawn(refresh())
 
     @Slot()
     def regenerate(self) -> None:
@@ -408,7 +412,7 @@ class MainWindow(QMainWindow):
             self.tr("JSON (*.json)") if kind == "json" else self.tr("Markdown (*.md)")
         )
         dialog.fileSelected.connect(
-            lambda path: self._spawn(self.session.export_conversation(Path(path), kind))
+            lambda path: self.spawn(self.session.export_conversation(Path(path), kind))
         )
         dialog.open()
 
@@ -417,7 +421,7 @@ class MainWindow(QMainWindow):
         dialog = QFileDialog(self, self.tr("Import a conversation"), "", self.tr("JSON (*.json)"))
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(
-            lambda path: self._spawn(self.session.import_conversation(Path(path)))
+            lambda path: self.spawn(self.session.import_conversation(Path(path)))
         )
         dialog.open()
 

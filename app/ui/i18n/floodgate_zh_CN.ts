@@ -137,6 +137,14 @@
         <translation>模型仍在加载；加载完成后会立即回答你的提问。</translation>
     </message>
     <message>
+        <source>Connecting to {url}…</source>
+        <translation>正在连接 {url}…</translation>
+    </message>
+    <message>
+        <source>The server at {url} does not offer “{model}”; it has: {offered}.</source>
+        <translation>{url} 上的服务器没有提供“{model}”；它提供的是：{offered}。</translation>
+    </message>
+    <message>
         <source>Stopped.</source>
         <translation>已停止。</translation>
     </message>
@@ -276,6 +284,34 @@
         <source>The header of {name} cannot be read: {reason}</source>
         <translation>无法读取 {name} 的文件头：{reason}</translation>
     </message>
+    <message>
+        <source>The server at {url} refused the API key (HTTP {status}).</source>
+        <translation>{url} 上的服务器拒绝了该 API 密钥（HTTP {status}）。</translation>
+    </message>
+    <message>
+        <source>The server at {url} does not know the model “{model}” or this API (HTTP {status}).</source>
+        <translation>{url} 上的服务器不认识模型“{model}”或不支持此 API（HTTP {status}）。</translation>
+    </message>
+    <message>
+        <source>The server at {url} answered with an error (HTTP {status}): {detail}</source>
+        <translation>{url} 上的服务器返回了错误（HTTP {status}）：{detail}</translation>
+    </message>
+    <message>
+        <source>The server at {url} cannot be reached. Is it running? ({reason})</source>
+        <translation>无法连接 {url} 上的服务器。它在运行吗？（{reason}）</translation>
+    </message>
+    <message>
+        <source>The server at {url} stopped answering for {seconds} seconds.</source>
+        <translation>{url} 上的服务器已有 {seconds} 秒没有响应。</translation>
+    </message>
+    <message>
+        <source>The connection to {url} broke in the middle of the reply ({reason}).</source>
+        <translation>与 {url} 的连接在回复中途断开了（{reason}）。</translation>
+    </message>
+    <message>
+        <source>The server at {url} sent something that is not a chat stream: {what}</source>
+        <translation>{url} 上的服务器发来的内容不是对话流：{what}</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -294,6 +330,10 @@
     <message>
         <source>&amp;Models…</source>
         <translation>模型(&amp;M)…</translation>
+    </message>
+    <message>
+        <source>&amp;Connect to a server…</source>
+        <translation>连接到服务器(&amp;C)…</translation>
     </message>
     <message>
         <source>&amp;Quit</source>
@@ -481,6 +521,45 @@
     <message>
         <source>no (generic format)</source>
         <translation>无（使用通用格式）</translation>
+    </message>
+</context>
+<context>
+    <name>ServerDialog</name>
+    <message>
+        <source>Connect to a server</source>
+        <translation>连接到服务器</translation>
+    </message>
+    <message>
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>List models</source>
+        <translation>列出模型</translation>
+    </message>
+    <message>
+        <source>Address (OpenAI-compatible API)</source>
+        <translation>地址（兼容 OpenAI 的 API）</translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation>API 密钥</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key is kept only while Floodgate runs and is never written to disk or logs.</source>
+        <translation>llama-server、vLLM、Ollama 和 LM Studio 都提供这种 API。密钥只在 Floodgate 运行期间保留，不会写入磁盘或日志。</translation>
+    </message>
+    <message>
+        <source>Connect</source>
+        <translation>连接</translation>
+    </message>
+    <message>
+        <source>Enter the server&apos;s address.</source>
+        <translation>请输入服务器地址。</translation>
     </message>
 </context>
 <context>

@@ -1,0 +1,76 @@
+"""A server's model in the flow: its stream feeds the same bounded queue as the local worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from app.engine import ModelInfo
+from app.engine.remote import RemoteEndpoint, list_models, stream_chat
+from app.flow.worker import ReplyJob
+
+
+class RemoteModel:
+    """Streams replies from an OpenAI-compatible server on the event loop.
+
+    Where the local worker is a thread that waits on the queue, this is a coroutine that awaits
+    it: while the queue is full it reads nothing more from the socket. Stop cancels the
+    coroutine, which closes the connection (the server aborts the request) within the frame.
+    """
+
+    def __init__(self, endpoint: RemoteEndpoint) -> None:
+        self.endpoint = endpoint
+        self._client = httpx.AsyncClient()
+        host = urlparse(endpoint.base_url).netloc or endpoint.base_url
+        self.info = ModelInfo(
+            path=Path(endpoint.model or host),
+            name=f"{Path(endpoint.model).stem or endpoint.model} @ {host}",
+            n_ctx=0,
+            has_chat_template=True,  # the server applies its own
+            chat_format="server",
+        )
+
+    async def models(self) -> list[str]:
+        """The models the server offers (raises RemoteError)."""
+        return await list_models(self._client, self.endpoint)
+
+    async def run(self, job: ReplyJob) -> None:
+        """Stream one reply into ``job.pieces``; ends the queue whatever happens."""
+        report = job.report
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+
+        def cancel() -> None:
+            loop.call_soon_threadsafe(task.cancel)
+
+        remove = job.stop.add_listener(cancel)
+        stream = stream_chat(self._client, self.endpoint, job.messages, job.settings, report)
+        try:
+            if job.stop.is_set():
+                return
+            async for text in stream:
+                if report.first_piece_at is None:
+                    report.first_piece_at = time.perf_counter()
+                if not await job.pieces.put_async(text):
+                    break
+        except asyncio.CancelledError:
+            if not job.stop.is_set():
+                raise
+        finally:
+            with contextlib.suppress(BaseException):
+                await stream.aclose()  # closes the HTTP response: the server stops generating
+            remove()
+            report.compute_ended_at = time.perf_counter()
+            if job.stop.is_set() and report.finish != "error":
+                report.finish = "stopped"
+            job.pieces.end()
+
+    async def close(self) -> None:
+        """Close the connections."""
+        await self._client.aclose()
