@@ -16,7 +16,9 @@ import os
 import platform
 import random
 import re
+import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -28,6 +30,7 @@ from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import httpx
 import qasync
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 from PySide6.QtGui import QTextCursor
@@ -42,6 +45,7 @@ from app.engine import (
 )
 from app.engine.backend import default_threads
 from app.engine.llama import LlamaBackend, open_llama
+from app.engine.remote import RemoteEndpoint, stream_chat
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession, ModelState
@@ -144,6 +148,24 @@ async def _heartbeat() -> AsyncIterator[Distribution]:
 def _firehose_pieces(seconds: float) -> list[str]:
     """The fire hose's stream, the same for Floodgate and the baselines: digits, lines."""
     return [f"{i % 10}" + (" " if i % 7 else "\n") for i in range(int(FIREHOSE_RATE * seconds))]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _until_serving(client: httpx.AsyncClient, endpoint: RemoteEndpoint) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if (await client.get(endpoint.url("models"))).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.2)
+    raise TimeoutError("llama_cpp.server did not start")
 
 
 def _shown_per_s(window: MainWindow) -> float:
@@ -428,6 +450,80 @@ class Bench:
             "markdown": True,
         }
 
+    # -- a model on a server ---------------------------------------------------------------------
+
+    async def remote(self) -> dict[str, Any]:
+        """The same generation through llama-cpp-python's server on loopback.
+
+        Floodgate (remote engine, queue, pump, view) against a plain client reading the same
+        server's stream, interleaved; then Stop at random moments of a streaming reply.
+        """
+        port = _free_port()
+        server = subprocess.Popen(
+            [
+                sys.executable, "-m", "llama_cpp.server", "--model", str(self.model),
+                "--model_alias", "bench", "--host", "127.0.0.1", "--port", str(port),
+                "--n_ctx", str(self.options.n_ctx), "--n_threads", str(self.options.n_threads),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        endpoint = RemoteEndpoint(f"http://127.0.0.1:{port}/v1", model="bench")
+        session = ChatSession(
+            scripted_opener(ScriptedBackend()), settings=self.greedy, frame_interval=FRAME
+        )
+        window = MainWindow(session)
+        window.show()
+        try:
+            async with httpx.AsyncClient() as client:
+                await _until_serving(client, endpoint)
+                if not await session.connect_remote(endpoint):
+                    raise SystemExit(window.state_label.text())
+                plain_rates, app_rates, ratios = [], [], []
+                await self._plain_run(client, endpoint)  # warm-up
+                for pair in range(self.plan.pairs):
+                    plain = await self._plain_run(client, endpoint)
+                    await self._ask(window, STORY)
+                    app = _shown_per_s(window)
+                    plain_rates.append(plain)
+                    app_rates.append(app)
+                    ratios.append(app / plain)
+                    self.log(f"  pair {pair + 1}: plain {plain:.1f} tok/s, app {app:.1f} tok/s")
+                stop_ms = Distribution()
+                for _ in range(max(3, self.plan.decode_stops // 2)):
+                    session.conversation = Conversation()
+                    assert session.send(STORY)
+                    await _until(lambda: session.metrics.reply.pieces_shown > 0)
+                    await asyncio.sleep(self.rng.uniform(0.1, 1.0))
+                    pressed = time.perf_counter()
+                    session.stop()
+                    await _until(lambda: not session.generating)
+                    stop_ms.add((time.perf_counter() - pressed) * 1000)
+        finally:
+            await session.close()
+            window.deleteLater()
+            server.terminate()
+            server.wait(10)
+        return {
+            "throughput": {
+                "plain_tok_s": round(statistics.median(plain_rates), 2),
+                "app_tok_s": round(statistics.median(app_rates), 2),
+                "ratio": round(statistics.median(ratios), 4),
+                "pairs": [round(r, 4) for r in ratios],
+            },
+            "stop_ms": _summary(stop_ms),
+        }
+
+    async def _plain_run(self, client: httpx.AsyncClient, endpoint: RemoteEndpoint) -> float:
+        """A plain client reading the server's stream, nothing else: pieces per second."""
+        messages = [ChatMessage(role="user", content=STORY)]
+        times = []
+        report = GenerationReport()
+        async for _ in stream_chat(client, endpoint, messages, self.greedy, report):
+            times.append(time.perf_counter())
+        assert report.error is None, str(report.error)
+        return (len(times) - 1) / (times[-1] - times[0])
+
     # -- all of it ------------------------------------------------------------------------------
 
     async def run(self) -> dict[str, Any]:
@@ -451,6 +547,8 @@ class Bench:
         hose = await self.firehose()
         self.log("long reply…")
         long = self.long_reply()
+        self.log("a model on a server (llama_cpp.server on loopback)…")
+        remote = await self.remote()
         self.log("baselines…")
         hose_pieces = _firehose_pieces(self.plan.firehose_seconds)
         baselines: dict[str, Any] = {}
@@ -474,6 +572,7 @@ class Bench:
             "long_reply": long,
             "diagnostics_panel": diag,
             "baselines": baselines,
+            "remote": remote,
             "machine": self.machine(),
         }
 
@@ -588,6 +687,15 @@ def table(doc: dict[str, Any]) -> str:
         f"{panel['ratio']}; one update {long['early_update_ms']} ms early, "
         f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
         f"{hose['updates_per_s']} updates/s, RSS +{hose['rss_growth_mb']} MB",
+    ]
+    remote = doc["remote"]
+    rtp, rstop = remote["throughput"], remote["stop_ms"]
+    lines += [
+        "",
+        f"server (llama_cpp.server on loopback): plain client {rtp['plain_tok_s']} tok/s, "
+        f"Floodgate {rtp['app_tok_s']} tok/s, remote.throughput.ratio {rtp['ratio']}; "
+        f"remote.stop_ms p50 {rstop['p50']}, p95 {rstop['p95']}, max {rstop['max']} "
+        f"(n={rstop['n']})",
     ]
     return "\n".join(lines)
 

@@ -85,6 +85,14 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         assert base["firehose"]["lost"] >= 0
         assert is_distribution(base["firehose"]["loop_lag_ms"])
 
+    remote = doc["remote"]
+    assert remote["throughput"]["plain_tok_s"] > 0
+    assert remote["throughput"]["app_tok_s"] > 0
+    assert remote["throughput"]["ratio"] == pytest.approx(
+        remote["throughput"]["pairs"][0], rel=1e-3
+    )
+    assert is_distribution(remote["stop_ms"], min_n=3)
+
     panel = doc["diagnostics_panel"]
     assert panel["tok_s_shown"] > 0
     assert panel["tok_s_hidden"] > 0
