@@ -47,6 +47,7 @@ from app.engine.backend import default_threads
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.remote import RemoteEndpoint, stream_chat
 from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.event_loop import finalize_async_generators_on
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession, ModelState
 from app.main import default_model_path
@@ -528,6 +529,7 @@ class Bench:
 
     async def run(self) -> dict[str, Any]:
         """Measure everything; returns the JSON document."""
+        finalize_async_generators_on(asyncio.get_running_loop())
         raw = open_llama(self.model, self.options)
         window = await self._open_app(open_llama, self.greedy)
         try:

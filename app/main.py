@@ -118,9 +118,11 @@ async def run_window(
     from app.flow.archive import Archive
     from app.flow.event_loop import finalize_async_generators_on
     from app.flow.remote import RemoteModel
-    from app.flow.words import say_sentence
+    from app.flow.words import say, say_sentence
+    from app.sentence import QT_TRANSLATE_NOOP
     from app.store.paths import data_dir
     from app.store.preferences import Preferences, load_preferences, save_preferences
+    from app.store.secrets import load_api_key, save_api_key
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
     from app.ui.model_library import ModelLibrary
@@ -205,15 +207,35 @@ async def run_window(
             if isValid(dialog):
                 dialog.set_models(offered)
 
+        async def fill_key() -> None:
+            key = await asyncio.to_thread(load_api_key, dialog.url.text())
+            if key and isValid(dialog) and not dialog.key.text():
+                dialog.key.setText(key)
+
+        async def keep_key(endpoint: RemoteEndpoint) -> None:
+            kept = await asyncio.to_thread(save_api_key, endpoint.base_url, endpoint.api_key)
+            if endpoint.api_key and not kept:
+                window.view.add_note(
+                    say(
+                        QT_TRANSLATE_NOOP(
+                            "Floodgate",
+                            "There is no system keyring, so the API key is kept only until "
+                            "Floodgate closes.",
+                        )
+                    )
+                )
+
         def connect(endpoint: RemoteEndpoint) -> None:
             remembered = appearance.preferences
             remembered.server_url, remembered.server_model = endpoint.base_url, endpoint.model
             save(remembered)
+            window.spawn(keep_key(endpoint))
             window.spawn(session.connect_remote(endpoint))
 
         dialog.models_requested.connect(lambda endpoint: window.spawn(list_models(endpoint)))
         dialog.connect_requested.connect(connect)
         dialog.open()
+        window.spawn(fill_key())
 
     window.server_requested.connect(open_server_dialog)
     session.model_changed.connect(remember_model)

@@ -324,3 +324,23 @@ def test_regenerate_variants_and_edit_from_the_message_buttons(
     assert [m.content for m in session.conversation.messages] == ["Ask again", "edited answer"]
     you, _ = headers()
     assert you.buttons["previous"].isEnabled()  # the first version of the prompt is kept
+
+
+def test_a_conversation_keeps_its_own_sampling_settings(loop: Loop, opened: Opened) -> None:
+    session, backend, archive, _ = opened
+    backend.rate = 0
+    session.settings = GenerationSettings(temperature=0.7, max_tokens=100)
+    session.send("with the app's settings")
+    finish(loop, session)
+    session.set_conversation_settings({"temperature": 0.1, "seed": 5, "top_k": "lots"})
+    session.send("with its own")
+    finish(loop, session)
+    first, second = backend.sampled_with
+    assert (first.temperature, first.seed) == (0.7, None)
+    assert (second.temperature, second.seed, second.max_tokens) == (0.1, 5, 100)
+    assert second.top_k == first.top_k  # the invalid value was ignored
+    reloaded = loop.run_until_complete(archive.call(archive.database.load, session.conversation.id))
+    assert reloaded is not None
+    assert reloaded.settings == {"temperature": 0.1, "seed": 5, "top_k": "lots"}
+    loop.run_until_complete(session.new_conversation())
+    assert session.reply_settings() == session.settings  # a new chat starts with the app's

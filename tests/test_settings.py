@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
 from app.main import apply_settings, engine_options, generation_settings, with_command_line
 from app.store.preferences import Preferences, load_preferences, save_preferences
-from app.store.settings import FIELDS, Settings, from_mapping, parse
+from app.store.settings import (
+    FIELDS,
+    SAMPLING,
+    Settings,
+    from_mapping,
+    overrides,
+    parse,
+    with_overrides,
+)
 from app.ui.settings_dialog import SettingsDialog
 from tests.conftest import Loop
 
@@ -113,3 +122,18 @@ def test_the_command_line_wins_over_saved_settings() -> None:
     assert with_command_line(Settings(n_threads=1, n_ctx=2048), args) == Settings(
         n_threads=3, n_ctx=2048
     )
+
+
+def test_a_conversation_keeps_only_what_differs_from_the_apps_settings(qtbot: QtBot) -> None:
+    base = Settings(temperature=0.7)
+    dialog = SettingsDialog(base, only=SAMPLING)
+    qtbot.addWidget(dialog)
+    assert set(dialog.editors) == set(SAMPLING)
+    assert not dialog.note.isVisibleTo(dialog)  # nothing here needs the model reopened
+    temperature = dialog.editors["temperature"]
+    assert isinstance(temperature, QLineEdit)
+    temperature.setText("0.2")
+    values, valid = dialog.values()
+    assert valid
+    assert overrides(replace(base, **values), base) == {"temperature": 0.2}
+    assert with_overrides(base, {"temperature": 0.2, "n_ctx": 99}) == replace(base, temperature=0.2)

@@ -115,7 +115,8 @@ def test_migrating_a_database_made_with_the_first_schema(tmp_path: Path) -> None
     raw.close()
     db, problem = open_database(path)
     assert problem is None
-    assert db.version == len(MIGRATIONS) == 2
+    assert db.version == len(MIGRATIONS) == 3
+    assert db.load("c1").settings == {}  # type: ignore[union-attr]
     loaded = db.load("c1")
     assert loaded is not None
     assert [(m.role, m.content) for m in loaded.messages] == [

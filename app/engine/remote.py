@@ -193,8 +193,10 @@ async def stream_chat(
                         continue  # blank separators, comments, event: and id: fields
                     data = line[5:].strip()
                     if data == "[DONE]":
+                        # Read on to the end of the stream (the server closes it next), so the
+                        # response's inner generators finish in this task rather than later.
                         finished = True
-                        break
+                        continue
                     try:
                         choice = json.loads(data)["choices"][0]
                     except (ValueError, KeyError, IndexError, TypeError):

@@ -48,6 +48,8 @@ class ScriptedBackend:
         self.prefill_seconds = prefill_seconds
         self.received: list[list[ChatMessage]] = []
         """The messages of every reply asked for, in order (for tests)."""
+        self.sampled_with: list[GenerationSettings] = []
+        """The settings of every reply asked for, in order (for tests)."""
         self.closed = False
         self._info = ModelInfo(
             path=path, name=path.stem, n_ctx=n_ctx, has_chat_template=True, chat_format="scripted"
@@ -75,6 +77,7 @@ class ScriptedBackend:
     ) -> Generator[str, None, None]:
         """Yield the scripted pieces at ``rate``, ending early on Stop."""
         self.received.append(list(messages))
+        self.sampled_with.append(settings)
         pieces = self._queued.pop(0) if self._queued else self._default
         report.prompt_tokens = sum(len(m["content"].split()) for m in messages)
         try:

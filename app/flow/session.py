@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -34,6 +34,7 @@ from app.flow.worker import InferenceWorker, ReplyJob
 from app.store.conversation import Conversation, Message, Status
 from app.store.database import ConversationSummary
 from app.store.exchange import NotAConversationError, from_json, to_json, to_markdown
+from app.store.settings import SAMPLING, Settings, with_overrides
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -212,7 +213,7 @@ class ChatSession(QObject):
         self._save_conversation(prompt, message)
         self._saved_at = time.monotonic()
         stop = StopSignal()
-        job = ReplyJob(messages, self.settings, stop, PieceQueue(self.queue_bound, stop))
+        job = ReplyJob(messages, self.reply_settings(), stop, PieceQueue(self.queue_bound, stop))
         self.metrics.reply = ReplyFigures(sent_at=time.perf_counter())
         self.metrics.queue_bound = self.queue_bound
         task = asyncio.ensure_future(self._stream(job))
@@ -462,6 +463,21 @@ class ChatSession(QObject):
         if self.archive is not None:
             self.archive.submit(self.archive.database.undelete, conversation_id)
         self.conversations_changed.emit()
+
+    def sampling(self) -> tuple[Settings, Settings]:
+        """The app's sampling settings, and this conversation's (its own values over them)."""
+        base = Settings(**{f.name: getattr(self.settings, f.name) for f in fields(self.settings)})
+        return base, with_overrides(base, self.conversation.settings)
+
+    def reply_settings(self) -> GenerationSettings:
+        """What the next reply is sampled with."""
+        _, own = self.sampling()
+        return replace(self.settings, **{name: getattr(own, name) for name in SAMPLING})
+
+    def set_conversation_settings(self, own: dict[str, object]) -> None:
+        """Give this conversation its own sampling settings (empty: the app's)."""
+        self.conversation.settings = dict(own)
+        self._save_conversation()
 
     def set_system_prompt(self, text: str) -> None:
         """The system prompt of this conversation (and of new ones, as their default)."""

@@ -89,6 +89,8 @@ class Conversation:
     updated_at: float = field(default_factory=time.time)
     nodes: dict[str, Message] = field(default_factory=dict)
     leaf_id: str | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+    """This conversation's own sampling settings (by name), over the app's; empty: none."""
 
     @property
     def messages(self) -> list[Message]:

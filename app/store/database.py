@@ -10,6 +10,7 @@ the app keeps working and whatever was there is left as it was.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -55,6 +56,10 @@ MIGRATIONS: Sequence[str] = (
     """
     ALTER TABLE conversations ADD COLUMN deleted_at REAL;
     CREATE INDEX conversations_by_update ON conversations(deleted_at, updated_at);
+    """,
+    # 3: a conversation's own sampling settings (JSON), over the app's.
+    """
+    ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
     """,
 )
 """Schema changes, in order; ``PRAGMA user_version`` records how many have been applied."""
@@ -127,7 +132,7 @@ class Database:
     def load(self, conversation_id: str) -> Conversation | None:
         """A whole conversation with every branch, or None if there is no such one."""
         row = self._db.execute(
-            "SELECT id, title, system_prompt, model, created_at, updated_at, leaf_id"
+            "SELECT id, title, system_prompt, model, created_at, updated_at, leaf_id, settings"
             " FROM conversations WHERE id = ? AND deleted_at IS NULL",
             (conversation_id,),
         ).fetchone()
@@ -141,6 +146,7 @@ class Database:
             created_at=row[4],
             updated_at=row[5],
             leaf_id=row[6],
+            settings=_settings(row[7]),
         )
         for m in self._db.execute(
             "SELECT id, parent_id, role, content, status, note, model, created_at"
@@ -164,11 +170,12 @@ class Database:
         with self._db:
             self._db.execute(
                 "INSERT INTO conversations"
-                " (id, title, system_prompt, model, created_at, updated_at, leaf_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " (id, title, system_prompt, model, created_at, updated_at, leaf_id, settings)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT(id) DO UPDATE SET title = excluded.title,"
                 " system_prompt = excluded.system_prompt, model = excluded.model,"
-                " updated_at = excluded.updated_at, leaf_id = excluded.leaf_id",
+                " updated_at = excluded.updated_at, leaf_id = excluded.leaf_id,"
+                " settings = excluded.settings",
                 (
                     conversation.id,
                     conversation.title,
@@ -177,6 +184,7 @@ class Database:
                     conversation.created_at,
                     conversation.updated_at,
                     conversation.leaf_id,
+                    json.dumps(conversation.settings),
                 ),
             )
 
@@ -240,6 +248,14 @@ class Database:
                 (time.time() - older_than,),
             )
         return cursor.rowcount
+
+
+def _settings(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _escape_like(text: str) -> str:

@@ -37,6 +37,7 @@ def to_json(conversation: Conversation) -> str:
         "created_at": conversation.created_at,
         "updated_at": conversation.updated_at,
         "leaf_id": conversation.leaf_id,
+        "settings": conversation.settings,
         "messages": [
             {
                 "id": m.id,
@@ -81,6 +82,7 @@ def from_json(text: str) -> Conversation:
             created_at=float(doc.get("created_at", 0.0)),
             updated_at=float(doc.get("updated_at", 0.0)),
             leaf_id=ids.get(doc.get("leaf_id")),
+            settings=dict(doc["settings"]) if isinstance(doc.get("settings"), dict) else {},
         )
         for m in doc["messages"]:
             role, status = m["role"], m.get("status", "complete")

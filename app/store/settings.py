@@ -138,3 +138,29 @@ def from_mapping(raw: object) -> Settings:
 def to_mapping(settings: Settings) -> dict[str, Any]:
     """Settings as a JSON-ready mapping."""
     return {f.name: getattr(settings, f.name) for f in fields(settings)}
+
+
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "seed")
+"""The settings a conversation can have its own values for."""
+
+
+def overrides(chosen: Settings, base: Settings) -> dict[str, Any]:
+    """The sampling settings in which ``chosen`` differs from ``base``."""
+    return {
+        name: getattr(chosen, name)
+        for name in SAMPLING
+        if getattr(chosen, name) != getattr(base, name)
+    }
+
+
+def with_overrides(base: Settings, raw: dict[str, object]) -> Settings:
+    """``base`` with a conversation's own values; invalid or unknown ones are ignored."""
+    known = {f.name: f for f in FIELDS if f.name in SAMPLING}
+    changes: dict[str, Any] = {}
+    for name, value in raw.items():
+        field = known.get(name)
+        if field is not None:
+            parsed, problem = parse(field, "" if value is None else str(value))
+            if problem is None:
+                changes[name] = parsed
+    return replace(base, **changes)

@@ -24,11 +24,13 @@ from PySide6.QtWidgets import (
 from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
+from app.store.settings import SAMPLING, overrides
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.language import LANGUAGE_CHOICES
 from app.ui.rows import HeaderRow
+from app.ui.settings_dialog import SettingsDialog
 from app.ui.sidebar import Sidebar
 from app.ui.theme import THEME_CHOICES
 
@@ -128,6 +130,9 @@ class MainWindow(QMainWindow):
         self.new_action = self._action(self.chat_menu, self.new_chat, QKeySequence.StandardKey.New)
         self.regenerate_action = self._action(self.chat_menu, self.regenerate, "Ctrl+R")
         self.system_prompt_action = self._action(self.chat_menu, self.edit_system_prompt)
+        self.conversation_settings_action = self._action(
+            self.chat_menu, self.edit_conversation_settings
+        )
         self.chat_menu.addSeparator()
         self.export_markdown_action = self._action(
             self.chat_menu, lambda: self.choose_export_file("markdown")
@@ -230,6 +235,7 @@ class MainWindow(QMainWindow):
         self.new_action.setText(self.tr("&New chat"))
         self.regenerate_action.setText(self.tr("&Regenerate the last reply"))
         self.system_prompt_action.setText(self.tr("&System prompt…"))
+        self.conversation_settings_action.setText(self.tr("Sampling for this &conversation…"))
         self.export_markdown_action.setText(self.tr("Export as &Markdown…"))
         self.export_json_action.setText(self.tr("Export as &JSON…"))
         self.import_action.setText(self.tr("&Import a conversation…"))
@@ -399,6 +405,19 @@ class MainWindow(QMainWindow):
         dialog.setOption(QInputDialog.InputDialogOption.UsePlainTextEditForTextInput)
         dialog.setTextValue(self.session.conversation.system_prompt)
         dialog.textValueSelected.connect(self.session.set_system_prompt)
+        dialog.open()
+
+    @Slot()
+    def edit_conversation_settings(self) -> None:
+        """This conversation's own sampling settings; values equal to the app's are not kept."""
+        base, own = self.session.sampling()
+        dialog = SettingsDialog(
+            own, self, only=SAMPLING, title=self.tr("Sampling for this conversation")
+        )
+        dialog.settings_chosen.connect(
+            lambda chosen: self.session.set_conversation_settings(overrides(chosen, base))
+        )
+        dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
     def choose_export_file(self, kind: str) -> None:

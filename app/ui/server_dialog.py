@@ -62,8 +62,8 @@ class ServerDialog(QDialog):
         self.problem.hide()
         hint = QLabel(
             self.tr(
-                "llama-server, vLLM, Ollama and LM Studio all serve this API. The key is kept "
-                "only while Floodgate runs and is never written to disk or logs."
+                "llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to "
+                "the system keyring when there is one, never to Floodgate's files or logs."
             )
         )
         hint.setWordWrap(True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,16 +32,24 @@ class SettingsDialog(QDialog):
 
     settings_chosen = Signal(object)
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        parent: QWidget | None = None,
+        *,
+        only: Sequence[str] | None = None,
+        title: str = "",
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
-        self.setWindowTitle(self.tr("Settings"))
+        self.setWindowTitle(title or self.tr("Settings"))
         self._settings = settings
+        self._fields = [f for f in FIELDS if only is None or f.name in only]
         self.editors: dict[str, QLineEdit | QPlainTextEdit] = {}
         self.problems: dict[str, QLabel] = {}
         form = QFormLayout()
         error = QColor(theme_for(self.palette()).error)
-        for field in FIELDS:
+        for field in self._fields:
             editor: QLineEdit | QPlainTextEdit
             if field.kind == "text":
                 editor = QPlainTextEdit(getattr(settings, field.name))
@@ -69,6 +78,7 @@ class SettingsDialog(QDialog):
             self.tr("Context size, threads and batch size apply when the model is opened again.")
         )
         self.note.setWordWrap(True)
+        self.note.setVisible(any(f.reload for f in self._fields))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
@@ -88,7 +98,7 @@ class SettingsDialog(QDialog):
         """The values typed, and whether all of them are valid."""
         values: dict[str, Any] = {}
         valid = True
-        for field in FIELDS:
+        for field in self._fields:
             value, problem = parse(field, self._text(field))
             label = self.problems[field.name]
             if problem is None:

@@ -312,6 +312,10 @@
         <source>The server at {url} sent something that is not a chat stream: {what}</source>
         <translation>{url} 上的服务器发来的内容不是对话流：{what}</translation>
     </message>
+    <message>
+        <source>There is no system keyring, so the API key is kept only until Floodgate closes.</source>
+        <translation>没有系统密钥环，因此 API 密钥只保留到 Floodgate 关闭为止。</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -358,6 +362,10 @@
     <message>
         <source>&amp;System prompt…</source>
         <translation>系统提示(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>Sampling for this &amp;conversation…</source>
+        <translation>本对话的采样设置(&amp;C)…</translation>
     </message>
     <message>
         <source>Export as &amp;Markdown…</source>
@@ -438,6 +446,10 @@
     <message>
         <source>Instructions the model gets before the conversation (empty: none):</source>
         <translation>在对话之前交给模型的指示（留空表示无）：</translation>
+    </message>
+    <message>
+        <source>Sampling for this conversation</source>
+        <translation>本对话的采样设置</translation>
     </message>
     <message>
         <source>Export conversation</source>
@@ -550,8 +562,8 @@
         <translation>模型</translation>
     </message>
     <message>
-        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key is kept only while Floodgate runs and is never written to disk or logs.</source>
-        <translation>llama-server、vLLM、Ollama 和 LM Studio 都提供这种 API。密钥只在 Floodgate 运行期间保留，不会写入磁盘或日志。</translation>
+        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to the system keyring when there is one, never to Floodgate&apos;s files or logs.</source>
+        <translation>llama-server、vLLM、Ollama 和 LM Studio 都提供这种 API。如有系统密钥环，密钥会存入其中，绝不会写入 Floodgate 的文件或日志。</translation>
     </message>
     <message>
         <source>Connect</source>

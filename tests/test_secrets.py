@@ -1,0 +1,70 @@
+"""API keys go to the system keyring, or nowhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from keyring.errors import PasswordDeleteError
+
+from app.store.preferences import Preferences, load_preferences, save_preferences
+from app.store.secrets import SERVICE, load_api_key, save_api_key
+
+
+class MemoryKeyring(KeyringBackend):
+    """A keyring that keeps passwords in a dict (what the desktop's would do, in a test)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.kept.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.kept[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if (service, username) not in self.kept:
+            raise PasswordDeleteError(username)
+        del self.kept[(service, username)]
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    before = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(before)
+
+
+def test_a_key_is_kept_in_the_keyring_and_forgotten_when_emptied(
+    memory_keyring: MemoryKeyring,
+) -> None:
+    assert save_api_key("http://server/v1", "sk-secret")
+    assert memory_keyring.kept == {(SERVICE, "http://server/v1"): "sk-secret"}
+    assert load_api_key("http://server/v1") == "sk-secret"
+    assert save_api_key("http://server/v1", "")
+    assert load_api_key("http://server/v1") is None
+    assert save_api_key("http://never-set/v1", "")  # forgetting nothing is fine
+
+
+def test_without_a_keyring_nothing_is_stored_anywhere(floodgate_home: object) -> None:
+    from keyring.backends.fail import Keyring as NoKeyring
+
+    before = keyring.get_keyring()
+    keyring.set_keyring(NoKeyring())
+    try:
+        assert not save_api_key("http://server/v1", "sk-secret")
+        assert load_api_key("http://server/v1") is None
+    finally:
+        keyring.set_keyring(before)
+    save_preferences(Preferences(server_url="http://server/v1", server_model="m"))
+    assert load_preferences().server_url == "http://server/v1"
+    text = (floodgate_home / "preferences.json").read_text()  # type: ignore[operator]
+    assert "sk-secret" not in text
