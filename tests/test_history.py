@@ -344,3 +344,24 @@ def test_a_conversation_keeps_its_own_sampling_settings(loop: Loop, opened: Open
     assert reloaded.settings == {"temperature": 0.1, "seed": 5, "top_k": "lots"}
     loop.run_until_complete(session.new_conversation())
     assert session.reply_settings() == session.settings  # a new chat starts with the app's
+
+
+def test_switching_the_model_mid_reply_stops_it_and_the_chat_carries_on(
+    loop: Loop, opened: Opened
+) -> None:
+    session, backend, _, _ = opened
+    session.send("First, on the first model")
+    run_until(loop, lambda: session.metrics.reply.pieces_shown >= 3)
+    session.open_model(Path("another.gguf"))
+    run_until(loop, lambda: not session.generating)
+    run_until(loop, lambda: session.state is ModelState.READY)
+    assert session.conversation.messages[-1].status == "stopped"
+    assert session.model is not None
+    assert session.model.name == "another"
+    backend.rate = 0
+    backend.enqueue(["answer from the other model"])
+    session.send("And now?")
+    finish(loop, session)
+    replies = [m for m in session.conversation.messages if m.role == "assistant"]
+    assert [r.model for r in replies] == ["scripted", "another"]
+    assert len(backend.received[-1]) == 3  # the history came along to the new model

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from app.engine.backend import (
@@ -59,6 +60,11 @@ class ScriptedBackend:
     def info(self) -> ModelInfo:
         """Metadata of the pretend model."""
         return self._info
+
+    def reopen(self, path: Path) -> None:
+        """Be the model at ``path`` (named after it), open again after :meth:`close`."""
+        self._info = replace(self._info, path=path, name=path.stem)
+        self.closed = False
 
     def count_tokens(self, text: str) -> int:
         """A pretend tokenizer: one token per word."""
@@ -113,6 +119,7 @@ def scripted_opener(backend: ScriptedBackend) -> BackendOpener:
     """Return a :data:`~app.engine.backend.BackendOpener` that always opens ``backend``."""
 
     def open_model(path: Path, options: EngineOptions) -> ScriptedBackend:
+        backend.reopen(path)
         return backend
 
     return open_model
