@@ -365,3 +365,35 @@ def test_switching_the_model_mid_reply_stops_it_and_the_chat_carries_on(
     replies = [m for m in session.conversation.messages if m.role == "assistant"]
     assert [r.model for r in replies] == ["scripted", "another"]
     assert len(backend.received[-1]) == 3  # the history came along to the new model
+
+
+def test_a_long_conversation_is_built_in_slices_and_a_new_prompt_lands_last(
+    loop: Loop, opened: Opened, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, backend, archive, _ = opened
+    long = Conversation()
+    for i in range(40):
+        long.add("user", f"question {i}")
+        long.add("assistant", f"answer {i}\n\n- a point\n- another point\n")
+    loop.run_until_complete(archive.call(archive.database.save_all, long))
+    window = fast_window(opened, qtbot)
+    monkeypatch.setattr("app.ui.main_window.RENDER_SLICE_S", 0.0)  # one message per slice
+    assert loop.run_until_complete(session.open_conversation(long.id))
+    assert window.rendering  # the window is not held until all 80 messages are built
+    run_until(loop, lambda: not window.rendering)
+    text = window.view.toPlainText()
+    assert text.index("question 0") < text.index("answer 39")
+
+    assert loop.run_until_complete(session.new_conversation()) is None
+    assert loop.run_until_complete(session.open_conversation(long.id))
+    assert window.rendering
+    backend.enqueue(["the newest answer"])
+    session.send("the newest question")  # while older messages are still being built
+    finish(loop, session)
+    text = window.view.toPlainText()
+    assert (
+        text.rindex("answer 39")
+        < text.index("the newest question")
+        < text.index("the newest answer")
+    )
+    assert not window.rendering

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 
@@ -35,6 +38,8 @@ from app.ui.sidebar import Sidebar
 from app.ui.theme import THEME_CHOICES
 
 APP_NAME = "Floodgate"
+RENDER_SLICE_S = 0.008
+"""Work per slice when building a long conversation in the view: half a 60 Hz frame."""
 UNDO_SHOWN_MS = 10_000
 """How long the Undo button stays after a conversation is deleted."""
 
@@ -77,6 +82,8 @@ class MainWindow(QMainWindow):
         self._tasks: set[asyncio.Future[object]] = set()
         self._refresh_pending = False
         self._deleted: str | None = None
+        self._to_render: deque[Message] = deque()
+        self._render_task: asyncio.Future[None] | None = None
 
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
@@ -450,6 +457,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
+        if self._render_task is not None:
+            self._render_task.cancel()
         event.accept()
         self.closed.emit()
 
@@ -474,21 +483,55 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def render_conversation(self) -> None:
-        """Show the session's conversation from scratch (another one, or another branch)."""
+        """Show the session's conversation from scratch (another one, or another branch).
+
+        A long conversation is built a slice of messages at a time, half a frame's work per
+        slice, so opening it never freezes the window; a short one is built at once.
+        """
+        if self._render_task is not None:
+            self._render_task.cancel()
+            self._render_task = None
         self.view.clear()
-        last_reply: HeaderRow | None = None
-        for message in self.session.conversation.messages:
+        self._last_reply_header = None
+        self._to_render = deque(self.session.conversation.messages)
+        if not self._render_slice(RENDER_SLICE_S):
+            self._render_task = asyncio.ensure_future(self._render_rest())
+
+    @property
+    def rendering(self) -> bool:
+        """Whether a conversation is still being built in the view."""
+        return bool(self._to_render)
+
+    async def _render_rest(self) -> None:
+        while not self._render_slice(RENDER_SLICE_S):
+            await asyncio.sleep(0)  # let a frame (and the user) through
+        self._render_task = None
+
+    def _finish_rendering(self) -> None:
+        if self._render_task is not None:
+            self._render_task.cancel()
+            self._render_task = None
+        self._render_slice(math.inf)
+
+    def _render_slice(self, budget: float) -> bool:
+        """Build messages for ``budget`` seconds; returns whether the conversation is complete."""
+        deadline = time.perf_counter() + budget
+        while self._to_render:
+            message = self._to_render.popleft()
             if message.role == "user":
                 self._decorate(self.view.add_user_message(message.content), message)
             else:
-                last_reply = self.view.add_reply(message.model or APP_NAME, message.content)
-                self._decorate(last_reply, message)
+                self._decorate(
+                    self.view.add_reply(message.model or APP_NAME, message.content), message
+                )
             if message.note:
                 self.view.add_note(message.note, error=message.status == "error")
-        self._last_reply_header = last_reply
-        if last_reply is not None:
-            last_reply.set_action_visible("regenerate", True)
+            if self._to_render and time.perf_counter() > deadline:
+                return False
+        if self._last_reply_header is not None:
+            self._last_reply_header.set_action_visible("regenerate", True)
         self.sidebar.set_conversations_current(self.session.conversation.id)
+        return True
 
     def _decorate(self, header: HeaderRow, message: Message) -> None:
         """Give a message's header its actions: variants, Edit or Regenerate."""
@@ -510,6 +553,8 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_reply_started(self) -> None:
+        # The turns before the new prompt first, all of them, so the reply lands after them.
+        self._finish_rendering()
         messages = self.session.conversation.messages
         prompt, reply = messages[-2], messages[-1]
         if self._last_reply_header is not None:
