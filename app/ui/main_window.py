@@ -341,11 +341,13 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         """Start a new conversation (a reply in progress is stopped and saved)."""
         self.spawn(self.session.new_conversation())
+        self.composer.setFocus()
 
     @Slot(str)
     def open_conversation(self, conversation_id: str) -> None:
-        """Show a saved conversation."""
+        """Show a saved conversation; typing goes on in the composer."""
         self.spawn(self.session.open_conversation(conversation_id))
+        self.composer.setFocus()
 
     @Slot(str)
     def delete_conversation(self, conversation_id: str) -> None:
