@@ -192,3 +192,62 @@ def test_copying_a_long_code_block_copies_all_its_segments(view: ChatView, qtbot
     assert not rows[1].copy_button.isVisibleTo(rows[1])  # one header for the whole block
     qtbot.mouseClick(rows[0].copy_button, Qt.MouseButton.LeftButton)
     assert QGuiApplication.clipboard().text() == code
+
+
+def fill(view: ChatView, exchanges: int) -> None:
+    for i in range(exchanges):
+        view.add_user_message(f"question {i}")
+        view.add_reply(
+            "Model",
+            f"answer {i}, long enough to wrap differently at another width: "
+            + "words " * 40
+            + f"\n\n- one\n- two\n- three\n\nThe end of answer {i}.",
+        )
+
+
+def consistent(view: ChatView) -> bool:
+    stack = view.stack
+    heights = [row.height() for row in stack.rows]
+    tops = [row.geometry().top() for row in stack.rows]
+    return (
+        tops == stack.tops
+        and all(tops[i] + heights[i] == tops[i + 1] for i in range(len(tops) - 1))
+        and stack.height() == tops[-1] + heights[-1]
+        and all(
+            h == row.row_height(stack.width()) for h, row in zip(heights, stack.rows, strict=True)
+        )
+    )
+
+
+def test_a_new_width_measures_the_rows_on_screen_first_and_the_rest_in_slices(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    fill(view, 40)  # 40 exchanges, 280 rows: more than RowStack.SYNC_ROWS
+    assert len(view.stack.rows) > view.stack.SYNC_ROWS
+    assert consistent(view)
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # following the bottom
+    view.resize(420, 500)
+    assert 0 < view.stack.stale < len(view.stack.rows)  # the rest waits for later slices
+    last = view.stack.rows[-1]
+    assert last.height() == last.row_height(view.stack.width())  # what is shown is right
+    qtbot.waitUntil(lambda: view.stack.stale == 0)
+    assert consistent(view)
+    assert bar.value() == bar.maximum()  # still at the bottom
+
+
+def test_rows_above_change_height_without_moving_what_the_reader_looks_at(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    fill(view, 40)
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)  # the user scrolled up to read
+    assert not view.pinned
+    row = view.stack.row_at(bar.value())
+    offset = bar.value() - view.stack.tops[row]
+    before = view.stack.tops[row]
+    view.resize(380, 500)  # narrower: rows above grow taller
+    qtbot.waitUntil(lambda: view.stack.stale == 0)
+    assert view.stack.tops[row] > before  # the rows above did grow
+    assert consistent(view)
+    assert bar.value() - view.stack.tops[row] == offset

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
 from typing_extensions import override
@@ -20,6 +20,9 @@ from app.ui.rows import (
     ThinkingRow,
     theme_for,
 )
+
+RELAYOUT_SLICE_S = 0.006
+"""Work per event-loop turn when re-measuring rows for a new width (a third of a frame)."""
 
 PIN_SLACK_PX = 4
 """How close to the bottom counts as 'at the bottom' (a partly shown last line still pins)."""
@@ -169,6 +172,10 @@ class ChatView(QScrollArea):
         bar.rangeChanged.connect(self._on_range_changed)
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
+        self._relayout = QTimer(self)
+        self._relayout.setSingleShot(True)
+        self._relayout.setInterval(0)
+        self._relayout.timeout.connect(self._relayout_step)
 
     # -- building the conversation ------------------------------------------------------------
 
@@ -232,7 +239,27 @@ class ChatView(QScrollArea):
     @override
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        self.stack.set_width(self.viewport().width())
+        if self.viewport().width() != self.stack.width():
+            self._lay_out_again()  # a taller or shorter window changes no row
+
+    def _lay_out_again(self) -> None:
+        # The rows on screen now; the rest a slice per event-loop turn, so that resizing a
+        # window over a long conversation stays smooth.
+        top = self.verticalScrollBar().value()
+        stale = self.stack.set_width(self.viewport().width(), top, top + self.viewport().height())
+        if stale:
+            self._relayout.start()
+
+    def _relayout_step(self) -> None:
+        bar = self.verticalScrollBar()
+        # Keep the row the reader is looking at where it is, while rows above it change height.
+        anchor = None if self._pinned else self.stack.row_at(bar.value())
+        offset = bar.value() - self.stack.tops[anchor] if anchor is not None else 0
+        left = self.stack.measure_stale(RELAYOUT_SLICE_S)
+        if anchor is not None:
+            bar.setValue(self.stack.tops[anchor] + offset)
+        if left:
+            self._relayout.start()
 
     @override
     def changeEvent(self, event: QEvent) -> None:
@@ -241,7 +268,7 @@ class ChatView(QScrollArea):
             self.theme = theme_for(self.palette())
             for row in self.stack.rows:
                 row.restyle(self.theme)
-            self.stack.set_width(self.viewport().width())
+            self._lay_out_again()
 
     # -- following the reply ------------------------------------------------------------------
 

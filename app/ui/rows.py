@@ -10,8 +10,10 @@ re-renders them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -584,24 +586,50 @@ class RowStack(QWidget):
 
     Positions are kept as running tops, so a change in a row's height moves only the rows
     below it. A reply grows at the bottom, so an update re-places one row.
+
+    A new width (the window was resized) re-measures the rows on screen at once and leaves the
+    others stale; :meth:`measure_stale` measures those a slice at a time, so a long
+    conversation never stalls the window on a resize.
     """
+
+    SYNC_ROWS = 120
+    """Up to this many rows, a new width is laid out at once (it takes a few milliseconds)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.rows: list[Row] = []
         self._tops: list[int] = []
         self._heights: list[int] = []
+        self._measured_at: list[int] = []
         self._index: dict[int, int] = {}
         self._hidden: set[int] = set()
 
-    def _height_of(self, i: int) -> int:
+    @property
+    def tops(self) -> list[int]:
+        """Where each row starts, in the stack's coordinates."""
+        return self._tops
+
+    @property
+    def stale(self) -> int:
+        """Rows not measured at the current width yet."""
+        width = self.width()
+        return sum(1 for w in self._measured_at if w != width)
+
+    def _measure(self, i: int) -> int:
         row = self.rows[i]
-        if id(row) in self._hidden or self.width() <= 0:
-            return 0  # folded away, or not shown yet: measured when the view gets its width
-        return row.row_height(self.width())
+        width = self.width()
+        self._measured_at[i] = width
+        # Folded away, or not shown yet (measured when the view gets its width): no height.
+        height = 0 if id(row) in self._hidden or width <= 0 else row.row_height(width)
+        self._heights[i] = height
+        return height
 
     def _bottom(self) -> int:
         return self._tops[-1] + self._heights[-1] if self.rows else 0
+
+    def row_at(self, y: int) -> int:
+        """The index of the row at height ``y`` (the last one if ``y`` is below all)."""
+        return max(0, bisect.bisect_right(self._tops, y) - 1)
 
     def append(self, row: Row) -> None:
         """Add a row at the bottom."""
@@ -610,14 +638,20 @@ class RowStack(QWidget):
         self._tops.append(self._bottom())
         self.rows.append(row)
         self._heights.append(0)
-        self._heights[-1] = self._height_of(len(self.rows) - 1)
+        self._measured_at.append(0)
+        self._measure(len(self.rows) - 1)
         row.setGeometry(0, self._tops[-1], self.width(), self._heights[-1])
         row.show()
         self.resize(self.width(), self._bottom())
 
     def refresh(self, row: Row) -> None:
         """Re-measure a row whose content changed; moves the rows under it if it grew."""
-        self._replace_from(self._index[id(row)])
+        i = self._index[id(row)]
+        before = self._heights[i]
+        if self._measure(i) != before:
+            self._place(i)
+        else:
+            row.setGeometry(0, self._tops[i], self.width(), before)
 
     def set_visible(self, rows: list[Row], visible: bool) -> None:
         """Fold rows away (height 0) or show them again."""
@@ -629,7 +663,8 @@ class RowStack(QWidget):
             else:
                 self._hidden.add(id(row))
             row.setVisible(visible)
-        self._replace_from(min(self._index[id(row)] for row in rows), all_heights=True)
+            self._measure(self._index[id(row)])
+        self._place(min(self._index[id(row)] for row in rows))
 
     def remove_tail(self, rows: list[Row]) -> None:
         """Remove rows that are the last ones in the stack."""
@@ -643,6 +678,7 @@ class RowStack(QWidget):
             row.hide()
             row.deleteLater()
         del self.rows[first:], self._tops[first:], self._heights[first:]
+        del self._measured_at[first:]
         self.resize(self.width(), self._bottom())
 
     def clear(self) -> None:
@@ -650,22 +686,50 @@ class RowStack(QWidget):
         if self.rows:
             self.remove_tail(list(self.rows))
 
-    def set_width(self, width: int) -> None:
-        """Lay everything out again at a new width (window resize or theme change)."""
-        self.resize(width, self.height())
-        if self.rows:
-            self._replace_from(0, all_heights=True)
+    def set_width(self, width: int, shown_from: int = 0, shown_to: int = 0) -> int:
+        """Take a new width (window resize, theme change); returns how many rows are stale.
 
-    def _replace_from(self, start: int, *, all_heights: bool = False) -> None:
+        Rows between ``shown_from`` and ``shown_to`` (what the view shows, in the stack's
+        coordinates) are measured at once; the others wait for :meth:`measure_stale`, unless
+        there are few rows.
+        """
+        self.resize(width, self.height())
+        self._measured_at = [0] * len(self.rows)  # everything is stale now, even at one width
+        if not self.rows:
+            return 0
+        if len(self.rows) <= self.SYNC_ROWS:
+            shown = range(len(self.rows))
+        else:
+            shown = range(self.row_at(shown_from), self.row_at(shown_to) + 1)
+        for i in shown:
+            self._measure(i)
+        self._place(0)
+        return self.stale
+
+    def measure_stale(self, budget: float) -> int:
+        """Measure stale rows for about ``budget`` seconds; returns how many are left."""
+        deadline = time.perf_counter() + budget
         width = self.width()
-        height = self._height_of(start)
-        moved = height != self._heights[start] or all_heights
-        self._heights[start] = height
-        self.rows[start].setGeometry(0, self._tops[start], width, height)
-        if moved:
-            for i in range(start + 1, len(self.rows)):
-                if all_heights:
-                    self._heights[i] = self._height_of(i)
+        first = None
+        for i, measured in enumerate(self._measured_at):
+            if measured == width:
+                continue
+            first = i if first is None else first
+            self._measure(i)
+            if time.perf_counter() > deadline:
+                break
+        if first is not None:
+            self._place(first)
+        return self.stale
+
+    def _place(self, start: int) -> None:
+        """Position rows from ``start`` on; a stale row keeps its old size until measured."""
+        width = self.width()
+        for i in range(start, len(self.rows)):
+            if i > start:
                 self._tops[i] = self._tops[i - 1] + self._heights[i - 1]
+            if self._measured_at[i] == width:
                 self.rows[i].setGeometry(0, self._tops[i], width, self._heights[i])
-            self.resize(width, self._bottom())
+            else:
+                self.rows[i].move(0, self._tops[i])
+        self.resize(width, self._bottom())
