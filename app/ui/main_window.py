@@ -62,7 +62,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.session = session
         self.setWindowTitle(APP_NAME)
-        self.resize(860, 680)
+        self.resize(1080, 720)  # room for the conversation list beside the chat
 
         self.view = ChatView()
         self.composer = Composer()
