@@ -22,8 +22,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -239,27 +239,39 @@ class Bench:
     async def throughput(self, window: MainWindow, raw: LlamaBackend) -> dict[str, Any]:
         """Raw and app runs interleaved; the median of per-pair ratios."""
         metrics = window.session.metrics
-        raw_rates, app_rates, ratios = [], [], []
         # Warm both (first runs pay for allocations and page faults); the warm-up's pieces are
         # the real token stream the baselines replay.
         _, self.real_pieces = self._raw_run(raw)
         await self._ask(window, STORY)
         metrics.token_to_screen_ms, metrics.frame_cost_ms = Distribution(), Distribution()
-        for pair in range(self.plan.pairs):
-            raw_rate, _ = self._raw_run(raw)
-            await self._ask(window, STORY)
-            app_rate = _shown_per_s(window)
-            raw_rates.append(raw_rate)
-            app_rates.append(app_rate)
-            ratios.append(app_rate / raw_rate)
-            self.log(f"  pair {pair + 1}: raw {raw_rate:.1f} tok/s, app {app_rate:.1f} tok/s")
+
+        async def raw_rate() -> float:
+            return self._raw_run(raw)[0]
+
         return {
-            "raw_tok_s": round(statistics.median(raw_rates), 2),
+            **await self._pairs(window, "raw", raw_rate),
+            "token_to_screen_ms": _summary(metrics.token_to_screen_ms),
+            "frame_cost_ms": _summary(metrics.frame_cost_ms),
+        }
+
+    async def _pairs(
+        self, window: MainWindow, name: str, reference: Callable[[], Awaitable[float]]
+    ) -> dict[str, Any]:
+        """The reference and the app interleaved; the median of the per-pair ratios."""
+        reference_rates, app_rates, ratios = [], [], []
+        for pair in range(self.plan.pairs):
+            ref = await reference()
+            await self._ask(window, STORY)
+            app = _shown_per_s(window)
+            reference_rates.append(ref)
+            app_rates.append(app)
+            ratios.append(app / ref)
+            self.log(f"  pair {pair + 1}: {name} {ref:.1f} tok/s, app {app:.1f} tok/s")
+        return {
+            f"{name}_tok_s": round(statistics.median(reference_rates), 2),
             "app_tok_s": round(statistics.median(app_rates), 2),
             "ratio": round(statistics.median(ratios), 4),
             "pairs": [round(r, 4) for r in ratios],
-            "token_to_screen_ms": _summary(metrics.token_to_screen_ms),
-            "frame_cost_ms": _summary(metrics.frame_cost_ms),
         }
 
     async def loop_lag(self, window: MainWindow) -> dict[str, float]:
@@ -482,24 +494,20 @@ class Bench:
                 await _until_serving(client, endpoint)
                 if not await session.connect_remote(endpoint):
                     raise SystemExit(window.state_label.text())
-                plain_rates, app_rates, ratios = [], [], []
                 await self._plain_run(client, endpoint)  # warm-up
-                for pair in range(self.plan.pairs):
-                    plain = await self._plain_run(client, endpoint)
-                    await self._ask(window, STORY)
-                    app = _shown_per_s(window)
-                    plain_rates.append(plain)
-                    app_rates.append(app)
-                    ratios.append(app / plain)
-                    self.log(f"  pair {pair + 1}: plain {plain:.1f} tok/s, app {app:.1f} tok/s")
+                throughput = await self._pairs(
+                    window, "plain", lambda: self._plain_run(client, endpoint)
+                )
                 stop_ms = Distribution()
+                # Long replies, so that every Stop lands in the middle of one.
+                session.settings = replace(self.greedy, max_tokens=2048)
                 for _ in range(max(3, self.plan.decode_stops // 2)):
                     session.conversation = Conversation()
                     assert session.send(STORY)
                     await _until(lambda: session.metrics.reply.pieces_shown > 0)
                     await asyncio.sleep(self.rng.uniform(0.1, 1.0))
                     pressed = time.perf_counter()
-                    session.stop()
+                    assert session.stop(), "the reply ended before Stop"
                     await _until(lambda: not session.generating)
                     stop_ms.add((time.perf_counter() - pressed) * 1000)
         finally:
@@ -507,15 +515,7 @@ class Bench:
             window.deleteLater()
             server.terminate()
             server.wait(10)
-        return {
-            "throughput": {
-                "plain_tok_s": round(statistics.median(plain_rates), 2),
-                "app_tok_s": round(statistics.median(app_rates), 2),
-                "ratio": round(statistics.median(ratios), 4),
-                "pairs": [round(r, 4) for r in ratios],
-            },
-            "stop_ms": _summary(stop_ms),
-        }
+        return {"throughput": throughput, "stop_ms": _summary(stop_ms)}
 
     async def _plain_run(self, client: httpx.AsyncClient, endpoint: RemoteEndpoint) -> float:
         """A plain client reading the server's stream, nothing else: pieces per second."""
