@@ -165,7 +165,6 @@ class ChatView(QScrollArea):
         self.setWidget(self.stack)
         self.theme: Theme = theme_for(self.palette())
         self._reply: _Reply | None = None
-        self.replies: list[_Reply] = []
         self._pinned = True
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
@@ -191,13 +190,11 @@ class ChatView(QScrollArea):
     def begin_reply(self, speaker: str = "Floodgate") -> HeaderRow:
         """Start an empty reply that :meth:`append_to_reply` grows; returns its header."""
         self._reply = _Reply(self, speaker)
-        self.replies.append(self._reply)
         return self._reply.header
 
     def add_reply(self, speaker: str, text: str) -> HeaderRow:
         """Show a whole reply at once (a saved conversation); returns its header."""
         reply = _Reply(self, speaker)
-        self.replies.append(reply)
         reply.append(text)
         reply.finish(timed=False)
         return reply.header
@@ -227,7 +224,6 @@ class ChatView(QScrollArea):
     def clear(self) -> None:
         """Remove everything shown."""
         self._reply = None
-        self.replies.clear()
         self.stack.clear()
 
     def toPlainText(self) -> str:

@@ -339,11 +339,6 @@ class ThinkSplitter:
         self._held = ""
         self._state: Literal["start", "thinking", "after", "answer"] = "start"
 
-    @property
-    def thinking(self) -> bool:
-        """Whether text is currently going to the thinking section."""
-        return self._state == "thinking"
-
     def feed(self, text: str) -> ThinkUpdate:
         """Route a piece of the reply."""
         update = ThinkUpdate()

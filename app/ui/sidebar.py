@@ -115,10 +115,6 @@ class Sidebar(QWidget):
                 item.setSelected(True)
                 self.list.setCurrentItem(item)
 
-    def ids(self) -> list[str]:
-        """The ids listed, top to bottom."""
-        return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
-
     @Slot(QListWidgetItem)
     def _on_activated(self, item: QListWidgetItem) -> None:
         self.open_requested.emit(str(item.data(ID_ROLE)))
