@@ -50,7 +50,7 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession, ModelState
-from app.main import default_model_path
+from app.store.paths import default_model_path
 from app.store.conversation import Conversation
 from app.ui.chat_view import ChatView
 from app.ui.main_window import MainWindow

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import fields, replace
@@ -16,6 +15,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.engine import EngineOptions, GenerationSettings
 from app.flow.session import ChatSession
+from app.store.paths import PROJECT_DIR, default_model_path
 from app.store.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,19 +25,12 @@ if TYPE_CHECKING:
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_MODEL = PROJECT_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 MISSING_TRANSLATION = (
     "The Chinese translation is not built (app/ui/i18n/*.qm); run `make run` to build it. "
     "The interface stays in English."
 )
-
-
-def default_model_path() -> Path:
-    """``$FLOODGATE_MODEL`` if set, else the bundled SmolLM2 in the project's ``models/``."""
-    return Path(os.environ.get("FLOODGATE_MODEL", DEFAULT_MODEL))
 
 
 def _positive_int(text: str) -> int:

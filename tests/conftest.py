@@ -17,7 +17,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.flow.event_loop import finalize_async_generators_on
-from app.main import DEFAULT_MODEL
+from app.store.paths import DEFAULT_MODEL
 
 Loop = asyncio.AbstractEventLoop
 

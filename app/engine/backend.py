@@ -74,25 +74,39 @@ class ModelInfo:
 
 @dataclass
 class GenerationReport:
-    """Filled in by the engine while a reply is generated; read after it ends.
+    """Filled in by the engine while a reply is generated; read by the flow.
+
+    The worker thread writes these plain fields while the UI thread reads them once a frame
+    (prompt progress, live figures): each is a single int or float assignment, so a reader
+    sees an old or a new value, never a torn one.
 
     Attributes:
         finish: why the reply ended.
         error: a sentence for the user when ``finish == "error"``.
-        prompt_tokens: tokens in the prompt that was sent.
         pieces: text pieces yielded (about one per token).
-        first_piece_at: ``time.perf_counter()`` when the first piece was yielded.
         compute_ended_at: ``time.perf_counter()`` when the last llama_decode returned.
         dropped_turns: older turns left out because the conversation outgrew the context.
+        prompt_tokens: tokens in the prompt as the model reads it (0 until known).
+        cached_tokens: of those, how many were already in the KV cache (reused, restored
+            from memory or disk, or kept from a stopped prompt), so were not processed again.
+        prefill_done: prompt tokens processed so far, counting the cached ones.
+        prefill_started_at: ``time.perf_counter()`` when prompt processing began.
+        prefill_ended_at: ``time.perf_counter()`` when the prompt was fully processed.
+        python_ms_per_token: the worker's own Python time per generated token (decode loop
+            bookkeeping, not llama.cpp's computation), 0 when not measured.
     """
 
     finish: FinishReason = "done"
     error: Sentence | None = None
-    prompt_tokens: int = 0
     pieces: int = 0
-    first_piece_at: float | None = None
     compute_ended_at: float | None = None
     dropped_turns: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    prefill_done: int = 0
+    prefill_started_at: float | None = None
+    prefill_ended_at: float | None = None
+    python_ms_per_token: float = 0.0
 
 
 class Backend(Protocol):
@@ -113,11 +127,21 @@ class Backend(Protocol):
         settings: GenerationSettings,
         stop: StopSignal,
         report: GenerationReport,
+        *,
+        conversation: str = "",
     ) -> Generator[str, None, None]:
         """Yield the reply to ``messages`` piece by piece.
 
         Ends early, without raising, once ``stop`` is set (also in the middle of prompt
         processing). Errors are recorded in ``report`` rather than raised.
+
+        Args:
+            messages: the turns to answer, oldest first.
+            settings: how to sample.
+            stop: the reply's stop signal.
+            report: filled in as the reply goes.
+            conversation: the conversation's id, so an engine that keeps processed prompts
+                can keep them per conversation (and forget them when it is deleted).
         """
         ...
 

@@ -119,6 +119,8 @@ class LlamaBackend:
         settings: GenerationSettings,
         stop: StopSignal,
         report: GenerationReport,
+        *,
+        conversation: str = "",
     ) -> Generator[str, None, None]:
         """Stream a chat reply through the model's own chat template.
 
@@ -151,8 +153,6 @@ class LlamaBackend:
                     choice = chunk["choices"][0]
                     text: str | None = choice["delta"].get("content")
                     if text:
-                        if report.first_piece_at is None:
-                            report.first_piece_at = time.perf_counter()
                         report.pieces += 1
                         yield text
                     if choice.get("finish_reason") == "length":

@@ -80,6 +80,8 @@ class ScriptedBackend:
         settings: GenerationSettings,
         stop: StopSignal,
         report: GenerationReport,
+        *,
+        conversation: str = "",
     ) -> Generator[str, None, None]:
         """Yield the scripted pieces at ``rate``, ending early on Stop."""
         self.received.append(list(messages))
@@ -99,8 +101,6 @@ class ScriptedBackend:
                         break
                 if stop.is_set():
                     break
-                if report.first_piece_at is None:
-                    report.first_piece_at = time.perf_counter()
                 report.pieces += 1
                 yield piece
             if stop.is_set():

@@ -55,8 +55,6 @@ class RemoteModel:
             if job.stop.is_set():
                 return
             async for text in stream:
-                if report.first_piece_at is None:
-                    report.first_piece_at = time.perf_counter()
                 if not await job.pieces.put_async(text):
                     break
         except asyncio.CancelledError:

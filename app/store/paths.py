@@ -15,3 +15,18 @@ def data_dir() -> Path:
     """The data directory: ``$FLOODGATE_HOME``, or the platform's user data folder."""
     override = os.environ.get(HOME_VARIABLE)
     return Path(override) if override else Path(user_data_dir("Floodgate", appauthor=False))
+
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
+"""The project's folder (the one holding ``app/`` and ``models/``)."""
+
+DEFAULT_MODEL = PROJECT_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The bundled default model, put there by ``make run`` / ``make test``."""
+
+MODEL_VARIABLE = "FLOODGATE_MODEL"
+"""Environment variable naming the model opened when none is given."""
+
+
+def default_model_path() -> Path:
+    """``$FLOODGATE_MODEL`` if set, else the bundled SmolLM2 in the project's ``models/``."""
+    return Path(os.environ.get(MODEL_VARIABLE, DEFAULT_MODEL))
