@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from app.store.conversation import Conversation, strip_thinking
+from app.store.conversation import Conversation
+from app.store.thinking import ThinkSplitter, strip_thinking
 from app.ui.markdown import (
     SEGMENT_LINES,
     Block,
     MarkdownStream,
-    ThinkSplitter,
     make_parser,
     render_blocks,
 )

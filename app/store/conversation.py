@@ -7,28 +7,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+from app.store.thinking import strip_thinking
+
 Role = Literal["system", "user", "assistant"]
 Status = Literal["complete", "streaming", "stopped", "length", "error"]
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-"""The tags reasoning models put around their thinking, at the start of a reply."""
-
-
-def strip_thinking(text: str) -> str:
-    """A reply without its leading thinking section.
-
-    Chat templates of reasoning models drop earlier turns' thinking themselves (Qwen3 keeps
-    only what follows ``</think>``), and templates of other models never expect it, so it is
-    never sent back.
-    """
-    stripped = text.lstrip()
-    if not stripped.startswith(THINK_OPEN):
-        return text
-    end = stripped.find(THINK_CLOSE)
-    if end < 0:
-        return ""  # stopped while still thinking: there is no answer to send back
-    return stripped[end + len(THINK_CLOSE) :].lstrip()
 
 
 def new_id() -> str:

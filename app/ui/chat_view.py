@@ -9,7 +9,8 @@ from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
-from app.ui.markdown import Block, BlockUpdate, MarkdownStream, ThinkSplitter, ThinkUpdate
+from app.store.thinking import ThinkSplitter, ThinkUpdate
+from app.ui.markdown import Block, BlockUpdate, MarkdownStream
 from app.ui.rows import (
     CodeRow,
     HeaderRow,
