@@ -377,7 +377,7 @@ def test_a_long_conversation_is_built_in_slices_and_a_new_prompt_lands_last(
         long.add("assistant", f"answer {i}\n\n- a point\n- another point\n")
     loop.run_until_complete(archive.call(archive.database.save_all, long))
     window = fast_window(opened, qtbot)
-    monkeypatch.setattr("app.ui.main_window.RENDER_SLICE_S", 0.0)  # one message per slice
+    window._renderer.budget = 0.0  # one message per slice
     assert loop.run_until_complete(session.open_conversation(long.id))
     assert window.rendering  # the window is not held until all 80 messages are built
     run_until(loop, lambda: not window.rendering)

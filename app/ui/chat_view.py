@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
+from app.flow.pacing import Slicer
 from app.store.thinking import ThinkSplitter, ThinkUpdate
 from app.ui.markdown import Block, BlockUpdate, MarkdownStream
 from app.ui.rows import (
@@ -172,10 +173,7 @@ class ChatView(QScrollArea):
         bar.rangeChanged.connect(self._on_range_changed)
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
-        self._relayout = QTimer(self)
-        self._relayout.setSingleShot(True)
-        self._relayout.setInterval(0)
-        self._relayout.timeout.connect(self._relayout_step)
+        self._relayout = Slicer(self._relayout_step, RELAYOUT_SLICE_S, self)
 
     # -- building the conversation ------------------------------------------------------------
 
@@ -245,18 +243,17 @@ class ChatView(QScrollArea):
         top = self.verticalScrollBar().value()
         stale = self.stack.set_width(self.viewport().width(), top, top + self.viewport().height())
         if stale:
-            self._relayout.start()
+            self._relayout.schedule()
 
-    def _relayout_step(self) -> None:
+    def _relayout_step(self, deadline: float) -> bool:
         bar = self.verticalScrollBar()
         # Keep the row the reader is looking at where it is, while rows above it change height.
         anchor = None if self._pinned else self.stack.row_at(bar.value())
         offset = bar.value() - self.stack.tops[anchor] if anchor is not None else 0
-        left = self.stack.measure_stale(RELAYOUT_SLICE_S)
+        left = self.stack.measure_stale(max(0.0, deadline - time.perf_counter()))
         if anchor is not None:
             bar.setValue(self.stack.tops[anchor] + offset)
-        if left:
-            self._relayout.start()
+        return not left
 
     @override
     def changeEvent(self, event: QEvent) -> None:

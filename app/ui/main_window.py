@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine import ModelInfo
+from app.flow.pacing import Slicer
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.store.settings import SAMPLING, overrides
@@ -38,8 +38,6 @@ from app.ui.sidebar import Sidebar
 from app.ui.theme import THEME_CHOICES
 
 APP_NAME = "Floodgate"
-RENDER_SLICE_S = 0.008
-"""Work per slice when building a long conversation in the view: half a 60 Hz frame."""
 UNDO_SHOWN_MS = 10_000
 """How long the Undo button stays after a conversation is deleted."""
 
@@ -83,7 +81,7 @@ class MainWindow(QMainWindow):
         self._refresh_pending = False
         self._deleted: str | None = None
         self._to_render: deque[Message] = deque()
-        self._render_task: asyncio.Future[None] | None = None
+        self._renderer = Slicer(self._render_slice, parent=self)
 
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
@@ -459,8 +457,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
-        if self._render_task is not None:
-            self._render_task.cancel()
+        self._renderer.cancel()
         event.accept()
         self.closed.emit()
 
@@ -490,34 +487,19 @@ class MainWindow(QMainWindow):
         A long conversation is built a slice of messages at a time, half a frame's work per
         slice, so opening it never freezes the window; a short one is built at once.
         """
-        if self._render_task is not None:
-            self._render_task.cancel()
-            self._render_task = None
+        self._renderer.cancel()
         self.view.clear()
         self._last_reply_header = None
         self._to_render = deque(self.session.conversation.messages)
-        if not self._render_slice(RENDER_SLICE_S):
-            self._render_task = asyncio.ensure_future(self._render_rest())
+        self._renderer.start()
 
     @property
     def rendering(self) -> bool:
         """Whether a conversation is still being built in the view."""
         return bool(self._to_render)
 
-    async def _render_rest(self) -> None:
-        while not self._render_slice(RENDER_SLICE_S):
-            await asyncio.sleep(0)  # let a frame (and the user) through
-        self._render_task = None
-
-    def _finish_rendering(self) -> None:
-        if self._render_task is not None:
-            self._render_task.cancel()
-            self._render_task = None
-        self._render_slice(math.inf)
-
-    def _render_slice(self, budget: float) -> bool:
-        """Build messages for ``budget`` seconds; returns whether the conversation is complete."""
-        deadline = time.perf_counter() + budget
+    def _render_slice(self, deadline: float) -> bool:
+        """Build messages until ``deadline``; returns whether the conversation is complete."""
         while self._to_render:
             message = self._to_render.popleft()
             if message.role == "user":
@@ -556,7 +538,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_reply_started(self) -> None:
         # The turns before the new prompt first, all of them, so the reply lands after them.
-        self._finish_rendering()
+        self._renderer.finish()
         messages = self.session.conversation.messages
         prompt, reply = messages[-2], messages[-1]
         if self._last_reply_header is not None:
