@@ -36,6 +36,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication, QTextBrowser
 
+from app.defaults import default_threads
 from app.engine import (
     ChatMessage,
     EngineOptions,
@@ -43,15 +44,14 @@ from app.engine import (
     GenerationSettings,
     StopSignal,
 )
-from app.engine.backend import default_threads
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.remote import RemoteEndpoint, stream_chat
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession, ModelState
-from app.store.paths import default_model_path
 from app.store.conversation import Conversation
+from app.store.paths import default_model_path
 from app.ui.chat_view import ChatView
 from app.ui.main_window import MainWindow
 

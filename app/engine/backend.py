@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
+from app import defaults
 from app.engine.errors import Sentence
 from app.engine.stop import StopSignal
 
@@ -32,33 +32,22 @@ class EngineOptions:
         n_batch: prompt tokens evaluated per llama_decode call during prefill.
     """
 
-    n_ctx: int = 4096
-    n_threads: int = field(default_factory=lambda: default_threads())
-    n_batch: int = 512
-
-
-def default_threads() -> int:
-    """Half the logical cores, at least one.
-
-    llama.cpp's compute threads wait for each other after every graph node, so a thread that
-    loses its core to the window stalls them all: with every core computing, the window's
-    own few percent of CPU cost 15 % of the tokens per second on a 2-core machine (README,
-    "Measured"). Half the cores is also llama-cpp-python's default.
-    """
-    return max(1, (os.cpu_count() or 2) // 2)
+    n_ctx: int = defaults.N_CTX
+    n_threads: int = field(default_factory=defaults.default_threads)
+    n_batch: int = defaults.N_BATCH
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
     """Sampling settings for one reply. ``temperature == 0`` means greedy."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 2048
-    seed: int | None = None
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    min_p: float = defaults.MIN_P
+    repeat_penalty: float = defaults.REPEAT_PENALTY
+    max_tokens: int = defaults.MAX_TOKENS
+    seed: int | None = defaults.SEED
 
 
 @dataclass(frozen=True)

@@ -8,34 +8,31 @@ flow's own options.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from app import defaults
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 Kind = Literal["text", "float", "int", "optional_int"]
 
 
-def _half_the_cores() -> int:
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
 @dataclass(frozen=True)
 class Settings:
-    """What Floodgate generates with. Defaults match the engine's."""
+    """What Floodgate generates with (the defaults are :mod:`app.defaults`)."""
 
     system_prompt: str = ""
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 2048
-    seed: int | None = None
-    n_ctx: int = 4096
-    n_threads: int = _half_the_cores()
-    n_batch: int = 512
-    queue_bound: int = 64
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    min_p: float = defaults.MIN_P
+    repeat_penalty: float = defaults.REPEAT_PENALTY
+    max_tokens: int = defaults.MAX_TOKENS
+    seed: int | None = defaults.SEED
+    n_ctx: int = defaults.N_CTX
+    n_threads: int = field(default_factory=defaults.default_threads)
+    n_batch: int = defaults.N_BATCH
+    queue_bound: int = defaults.QUEUE_BOUND
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,40 @@
+"""The default of every setting, defined once.
+
+The engine's options (:class:`~app.engine.backend.EngineOptions`,
+:class:`~app.engine.backend.GenerationSettings`) and the settings the user keeps
+(:class:`~app.store.settings.Settings`) both read their defaults here: the engine and the store
+may not import each other, and two copies of a default drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Sampling.
+TEMPERATURE = 0.7
+TOP_P = 0.95
+TOP_K = 40
+MIN_P = 0.05
+REPEAT_PENALTY = 1.1
+MAX_TOKENS = 2048
+SEED: int | None = None
+
+# Loading.
+N_CTX = 4096
+N_BATCH = 512
+
+# The flow.
+QUEUE_BOUND = 64
+"""Pieces the queue holds before the worker waits: about a second of a fast model's output,
+so a busy frame or two never pauses inference, while a stalled window pauses it quickly."""
+
+
+def default_threads() -> int:
+    """Half the logical cores, at least one.
+
+    llama.cpp's compute threads wait for each other after every graph node, so a thread that
+    loses its core to the window stalls them all: with every core computing, the window's
+    own few percent of CPU cost 15 % of the tokens per second on a 2-core machine
+    (ARCHITECTURE.md, "Measured facts"). Half the cores is also llama-cpp-python's default.
+    """
+    return max(1, (os.cpu_count() or 2) // 2)
