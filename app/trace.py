@@ -216,6 +216,17 @@ class Tracer:
                 ("i", name, cat, _now_us(), 0.0, threading.get_native_id(), args or None)
             )
 
+    def instant_at(self, name: str, at: float, cat: str = "flow", **args: object) -> None:
+        """An instant that happened at ``at`` (``time.perf_counter()`` seconds), on this track.
+
+        For moments read from elsewhere after the fact, such as the engine's
+        ``compute_ended_at`` seen by the UI thread.
+        """
+        if self.recording:
+            self._events.append(
+                ("i", name, cat, at * 1_000_000, 0.0, threading.get_native_id(), args or None)
+            )
+
     def complete(
         self, name: str, begin: float, end: float, cat: str = "flow", **args: object
     ) -> None:

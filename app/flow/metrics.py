@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from app.engine import QT_TRANSLATE_NOOP, GenerationReport, StopSignal
+from app.trace import TRACE
 
 
 class Distribution:
@@ -30,6 +35,16 @@ class Distribution:
         """Record several samples."""
         for value in values:
             self.add(value)
+
+    def since(self, count: int) -> list[float]:
+        """The samples added after the :attr:`count` was ``count`` (newest first).
+
+        As far as they are still kept: a reader that falls far behind gets the newest ones.
+        """
+        new = min(self.count - count, len(self._samples))
+        if new <= 0:
+            return []
+        return list(itertools.islice(reversed(self._samples), new))
 
     @property
     def last(self) -> float | None:
@@ -96,9 +111,52 @@ def _rate(count: int, first: float | None, last: float | None) -> float | None:
     return (count - 1) / (last - first)
 
 
+REPLY_START: Final = QT_TRANSLATE_NOOP("Floodgate", "reply start")
+FIRST_TOKEN: Final = QT_TRANSLATE_NOOP("Floodgate", "first token")
+PROMPT_PROCESSING: Final = QT_TRANSLATE_NOOP("Floodgate", "prompt processing")
+PROMPT_PROCESSED: Final = QT_TRANSLATE_NOOP("Floodgate", "prompt processed")
+STOP_PRESSED: Final = QT_TRANSLATE_NOOP("Floodgate", "stop pressed")
+COMPUTATION_ENDED: Final = QT_TRANSLATE_NOOP("Floodgate", "computation ended")
+REPLY_END: Final = QT_TRANSLATE_NOOP("Floodgate", "reply end")
+"""The moments of a reply the timeline marks (the names are also the words shown)."""
+
+_TRACE_NAMES: Final = {REPLY_END: "reply shown ended"}
+"""Where a trace calls a moment something more precise than the timeline's short label."""
+
+EVENTS_KEPT: Final = 256
+"""Moments kept for the timeline: a few dozen replies' worth, far more than 30 s show."""
+
+
+class FlowEvent(NamedTuple):
+    """A moment in the flow: when (``time.perf_counter()``), what, and a detail to show."""
+
+    at: float
+    name: str
+    detail: str = ""
+
+
+@dataclass
+class CacheFigures:
+    """The engine's cache of processed prompts, as the diagnostics panel shows it.
+
+    Filled in by whoever reads the engine's cache statistics; all zero while unknown.
+    """
+
+    entries: int = 0
+    megabytes: float = 0.0
+    hits: int = 0
+    misses: int = 0
+    seconds_saved: float = 0.0
+
+
 @dataclass
 class FlowMetrics:
-    """Everything the diagnostics panel shows; distributions cover recent replies."""
+    """Everything the diagnostics panel shows; distributions cover recent replies.
+
+    Besides the figures the frame pump and the session write, it keeps the reply's moments
+    (:attr:`events`, for the timeline and the trace) and its prompt-processing figures, read
+    from the reply's :class:`GenerationReport` by :meth:`observe` on the UI thread.
+    """
 
     frame_cost_ms: Distribution = field(default_factory=Distribution)
     token_to_screen_ms: Distribution = field(default_factory=Distribution)
@@ -111,6 +169,239 @@ class FlowMetrics:
     queue_max: int = 0
     backpressure_waits: int = 0
     backpressure_ms: float = 0.0
+    events: deque[FlowEvent] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    """The flow's recent moments, oldest first (see :meth:`mark`)."""
+    prompt_tokens: int = 0
+    """Tokens in the current (or last) reply's prompt, 0 until the engine knows."""
+    cached_tokens: int = 0
+    """Of those, how many came from the cache and were not processed again."""
+    prefill_done: int = 0
+    """Prompt tokens processed so far, counting the cached ones."""
+    prefill_started_at: float | None = None
+    prefill_ended_at: float | None = None
+    python_ms_per_token: float = 0.0
+    """The worker's own Python time per generated token (0 when the engine does not say)."""
+    cache: CacheFigures = field(default_factory=CacheFigures)
+    report: GenerationReport | None = None
+    """The current (or last) reply's report, which :meth:`observe` reads."""
+    stop_signal: StopSignal | None = None
+    """The current (or last) reply's stop signal, whose ``set_at`` is when Stop was pressed."""
+    _observed: ReplyFigures | None = field(default=None, init=False, repr=False)
+    _marked: set[str] = field(default_factory=set, init=False, repr=False)
+
+    def mark(self, name: str, at: float | None = None, detail: str = "") -> None:
+        """Note a moment of the flow for the timeline, and in the trace when one is recorded.
+
+        Args:
+            name: what happened, one of the names above (or any short English phrase).
+            at: when, as ``time.perf_counter()``; now if omitted (for moments measured
+                elsewhere, such as the engine's ``compute_ended_at``).
+            detail: a few words shown with the marker (numbers, not prose).
+        """
+        when = time.perf_counter() if at is None else at
+        self.events.append(FlowEvent(when, name, detail))
+        if TRACE.recording:
+            trace_name = _TRACE_NAMES.get(name, name)
+            if detail:
+                TRACE.instant_at(trace_name, when, cat="reply", detail=detail)
+            else:
+                TRACE.instant_at(trace_name, when, cat="reply")
+
+    def begin_reply(
+        self, report: GenerationReport | None = None, stop: StopSignal | None = None
+    ) -> ReplyFigures:
+        """Start the figures of a new reply (Send pressed now) and mark its start.
+
+        Args:
+            report: the reply's report, which :meth:`observe` reads prompt figures from.
+            stop: the reply's stop signal, so the moment Stop was pressed is marked.
+
+        Returns:
+            The new :attr:`reply`.
+        """
+        self.reply = ReplyFigures(sent_at=time.perf_counter())
+        self.report = report
+        self.stop_signal = stop
+        self.observe()
+        return self.reply
+
+    def observe(self) -> None:
+        """Catch up with the reply: copy the report's prompt figures, mark what happened.
+
+        Cheap (a few attribute reads) and idempotent: each moment is marked once, at the time
+        it happened (the engine's and the stop signal's own clock readings), however late this
+        runs. Call it on the UI thread: the timeline does, a few times a second while shown,
+        and :meth:`end_reply` does, so the moments are kept while the panel is closed too.
+        """
+        reply = self.reply
+        if reply is not self._observed:
+            # A new reply (set by begin_reply, or assigned directly by older code).
+            self._observed = reply
+            self._marked = set()
+            self.prompt_tokens = self.cached_tokens = self.prefill_done = 0
+            self.prefill_started_at = self.prefill_ended_at = None
+            if reply.sent_at:
+                self._mark_once(REPLY_START, reply.sent_at)
+        report = self.report
+        if report is not None:
+            self.prompt_tokens = report.prompt_tokens
+            self.cached_tokens = report.cached_tokens
+            self.prefill_done = report.prefill_done
+            self.prefill_started_at = report.prefill_started_at
+            self.prefill_ended_at = report.prefill_ended_at
+            self.python_ms_per_token = report.python_ms_per_token
+            if report.prefill_started_at is not None:
+                detail = f"{report.prompt_tokens}" if report.prompt_tokens else ""
+                if report.cached_tokens:
+                    detail += f" ({report.cached_tokens} cached)"
+                self._mark_once(PROMPT_PROCESSING, report.prefill_started_at, detail)
+            if report.prefill_ended_at is not None:
+                rate = self.prefill_rate
+                detail = f"{rate:.0f} tok/s" if rate is not None else ""
+                self._mark_once(PROMPT_PROCESSED, report.prefill_ended_at, detail)
+        if reply.first_shown_at is not None:
+            self._mark_once(FIRST_TOKEN, reply.first_shown_at)
+        stop = self.stop_signal
+        if stop is not None and stop.set_at is not None:
+            self._mark_once(STOP_PRESSED, stop.set_at)
+        if report is not None and report.compute_ended_at is not None:
+            self._mark_once(COMPUTATION_ENDED, report.compute_ended_at)
+
+    def end_reply(self) -> None:
+        """The reply is over and shown: mark what is left to mark, and its end (now)."""
+        self.observe()
+        self._mark_once(REPLY_END, time.perf_counter())
+
+    def _mark_once(self, name: str, at: float, detail: str = "") -> None:
+        if name not in self._marked:
+            self._marked.add(name)
+            self.mark(name, at, detail)
+
+    @property
+    def prefill_fraction(self) -> float | None:
+        """How much of the prompt is processed (0 to 1), or None before it is known."""
+        if not self.prompt_tokens:
+            return None
+        return min(1.0, self.prefill_done / self.prompt_tokens)
+
+    @property
+    def prefilling(self) -> bool:
+        """The prompt is being processed now."""
+        return self.prefill_started_at is not None and self.prefill_ended_at is None
+
+    @property
+    def prefill_seconds(self) -> float | None:
+        """How long prompt processing took (or has taken so far)."""
+        if self.prefill_started_at is None:
+            return None
+        end = self.prefill_ended_at
+        if end is None:
+            end = time.perf_counter()
+        return max(0.0, end - self.prefill_started_at)
+
+    @property
+    def prefill_rate(self) -> float | None:
+        """Prompt tokens processed per second, the cached ones not counted."""
+        seconds = self.prefill_seconds
+        processed = self.prefill_done - self.cached_tokens
+        if seconds is None or seconds <= 0 or processed <= 0:
+            return None
+        return processed / seconds
+
+
+class FlowSample(NamedTuple):
+    """One reading of the flow for the timeline.
+
+    Attributes:
+        at: when, as ``time.perf_counter()``.
+        tokens_per_s: pieces shown per second over the last half second or so.
+        queue_depth: pieces waiting at the latest frame; the bound when the worker waited
+            for space since the previous reading (the queue was full in between).
+        queue_bound: the queue's bound then.
+        frame_cost_ms: the costliest frame since the previous reading (NaN: none applied).
+        loop_lag_ms: the latest frame wake-up at worst since the previous reading (NaN: no
+            frames).
+        prefill: the share of the prompt processed while it is being processed, else NaN.
+    """
+
+    at: float
+    tokens_per_s: float
+    queue_depth: int
+    queue_bound: int
+    frame_cost_ms: float
+    loop_lag_ms: float
+    prefill: float
+
+
+class FlowSampler:
+    """Reads :class:`FlowMetrics` into a series of :class:`FlowSample`, for a live timeline.
+
+    The flow writes nothing for it: each :meth:`sample` looks at what changed since the last
+    one (pieces shown, new frame costs and lags, backpressure waits), so sampling costs the
+    flow nothing and stops costing anything when nobody samples.
+
+    Args:
+        metrics: what to read.
+        keep_seconds: how much history to keep.
+        rate_window: seconds the token rate is averaged over.
+    """
+
+    def __init__(
+        self, metrics: FlowMetrics, keep_seconds: float = 40.0, rate_window: float = 0.5
+    ) -> None:
+        self.metrics = metrics
+        self.keep_seconds = keep_seconds
+        self.rate_window = rate_window
+        self.samples: deque[FlowSample] = deque()
+        self._reply: ReplyFigures | None = None
+        self._pieces_seen = 0
+        self._pieces_total = 0
+        self._totals: deque[tuple[float, int]] = deque()
+        self._frames_seen = metrics.frame_cost_ms.count
+        self._lags_seen = metrics.loop_lag_ms.count
+        self._waits_seen = metrics.backpressure_waits
+
+    def sample(self, now: float | None = None) -> FlowSample:
+        """Take a reading now (also catching up with the reply's moments) and keep it."""
+        m = self.metrics
+        now = time.perf_counter() if now is None else now
+        m.observe()
+        reply = m.reply
+        if reply is not self._reply:
+            self._reply, self._pieces_seen = reply, 0
+        self._pieces_total += max(0, reply.pieces_shown - self._pieces_seen)
+        self._pieces_seen = reply.pieces_shown
+        totals = self._totals
+        totals.append((now, self._pieces_total))
+        while len(totals) > 2 and totals[1][0] <= now - self.rate_window:
+            totals.popleft()
+        began, before = totals[0]
+        rate = (self._pieces_total - before) / (now - began) if now > began else 0.0
+
+        frames = m.frame_cost_ms.since(self._frames_seen)
+        self._frames_seen = m.frame_cost_ms.count
+        lags = m.loop_lag_ms.since(self._lags_seen)
+        self._lags_seen = m.loop_lag_ms.count
+        depth = m.queue_depth
+        if m.backpressure_waits != self._waits_seen:
+            # The worker waited for space since the last reading, so the queue was full:
+            # a reading between frames would otherwise miss the moment it hit the bound.
+            depth = max(depth, m.queue_bound)
+        self._waits_seen = m.backpressure_waits
+        fraction = m.prefill_fraction
+        sample = FlowSample(
+            at=now,
+            tokens_per_s=rate,
+            queue_depth=depth,
+            queue_bound=m.queue_bound,
+            frame_cost_ms=max(frames) if frames else math.nan,
+            loop_lag_ms=max(lags) if lags else math.nan,
+            prefill=fraction if m.prefilling and fraction is not None else math.nan,
+        )
+        self.samples.append(sample)
+        while self.samples and self.samples[0].at < now - self.keep_seconds:
+            self.samples.popleft()
+        return sample
 
 
 async def watch_loop_lag(into: Distribution, interval: float = 0.005) -> None:
