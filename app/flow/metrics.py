@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from app.engine import QT_TRANSLATE_NOOP, GenerationReport, StopSignal
+from app.engine import QT_TRANSLATE_NOOP, GenerationReport, Sentence, StopSignal
 from app.trace import TRACE
 
 
@@ -127,12 +127,21 @@ EVENTS_KEPT: Final = 256
 """Moments kept for the timeline: a few dozen replies' worth, far more than 30 s show."""
 
 
+PROMPT_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens")
+PROMPT_CACHED_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens, {cached} cached")
+PROMPT_RATE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{rate:.0f} tokens/s")
+
+
 class FlowEvent(NamedTuple):
-    """A moment in the flow: when (``time.perf_counter()``), what, and a detail to show."""
+    """A moment in the flow: when (``time.perf_counter()``), what, and a detail to show.
+
+    ``name`` is one of the names above (its English text, translated where shown); the
+    detail, if any, is a sentence with figures.
+    """
 
     at: float
     name: str
-    detail: str = ""
+    detail: Sentence | None = None
 
 
 @dataclass
@@ -189,21 +198,21 @@ class FlowMetrics:
     _observed: ReplyFigures | None = field(default=None, init=False, repr=False)
     _marked: set[str] = field(default_factory=set, init=False, repr=False)
 
-    def mark(self, name: str, at: float | None = None, detail: str = "") -> None:
+    def mark(self, name: str, at: float | None = None, detail: Sentence | None = None) -> None:
         """Note a moment of the flow for the timeline, and in the trace when one is recorded.
 
         Args:
             name: what happened, one of the names above (or any short English phrase).
             at: when, as ``time.perf_counter()``; now if omitted (for moments measured
                 elsewhere, such as the engine's ``compute_ended_at``).
-            detail: a few words shown with the marker (numbers, not prose).
+            detail: figures shown with the marker, such as :data:`PROMPT_DETAIL`.
         """
         when = time.perf_counter() if at is None else at
         self.events.append(FlowEvent(when, name, detail))
         if TRACE.recording:
             trace_name = _TRACE_NAMES.get(name, name)
-            if detail:
-                TRACE.instant_at(trace_name, when, cat="reply", detail=detail)
+            if detail is not None:
+                TRACE.instant_at(trace_name, when, cat="reply", **detail.fields)
             else:
                 TRACE.instant_at(trace_name, when, cat="reply")
 
@@ -250,14 +259,20 @@ class FlowMetrics:
             self.prefill_started_at = report.prefill_started_at
             self.prefill_ended_at = report.prefill_ended_at
             self.python_ms_per_token = report.python_ms_per_token
-            if report.prefill_started_at is not None:
-                detail = f"{report.prompt_tokens}" if report.prompt_tokens else ""
-                if report.cached_tokens:
-                    detail += f" ({report.cached_tokens} cached)"
-                self._mark_once(PROMPT_PROCESSING, report.prefill_started_at, detail)
+            started = report.prefill_started_at
+            if started is not None and (report.prompt_tokens or report.prefill_ended_at):
+                # Marked once the prompt's length is known (the engine says so as processing
+                # begins), so the marker can say it.
+                detail = None
+                if report.prompt_tokens:
+                    detail = Sentence(
+                        PROMPT_CACHED_DETAIL if report.cached_tokens else PROMPT_DETAIL,
+                        {"tokens": report.prompt_tokens, "cached": report.cached_tokens},
+                    )
+                self._mark_once(PROMPT_PROCESSING, started, detail)
             if report.prefill_ended_at is not None:
                 rate = self.prefill_rate
-                detail = f"{rate:.0f} tok/s" if rate is not None else ""
+                detail = Sentence(PROMPT_RATE_DETAIL, {"rate": rate}) if rate else None
                 self._mark_once(PROMPT_PROCESSED, report.prefill_ended_at, detail)
         if reply.first_shown_at is not None:
             self._mark_once(FIRST_TOKEN, reply.first_shown_at)
@@ -272,7 +287,7 @@ class FlowMetrics:
         self.observe()
         self._mark_once(REPLY_END, time.perf_counter())
 
-    def _mark_once(self, name: str, at: float, detail: str = "") -> None:
+    def _mark_once(self, name: str, at: float, detail: Sentence | None = None) -> None:
         if name not in self._marked:
             self._marked.add(name)
             self.mark(name, at, detail)
