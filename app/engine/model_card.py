@@ -1,13 +1,230 @@
-"""What a GGUF file holds, read from its metadata without loading the weights."""
+"""What a GGUF file holds, read from its header without loading the weights.
+
+The header is read here, not by the ``gguf`` package or llama.cpp: their readers decode
+strings strictly, so one invalid UTF-8 byte in any string (``general.name``, say) makes them
+fail, and llama-cpp-python then drops *all* the metadata, the chat template included. This
+reader decodes every string with replacement characters, checks every length against the
+file's size, and says in a sentence what is wrong when the header is damaged.
+"""
 
 from __future__ import annotations
 
+import logging
+import mmap
+import os
+import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError
-from app.engine.model_file import check_model_file
+from app.engine.model_file import FILE_TIMEOUT_S, check_model_file, within_timeout
+
+log = logging.getLogger(__name__)
+
+CHAT_TEMPLATE_KEY = "tokenizer.chat_template"
+
+_KEPT_ARRAY_ITEMS = 64
+"""Arrays longer than this (the vocabulary, the merges) are skipped, not kept."""
+
+_MAX_DIMENSIONS = 16
+_MAX_NESTING = 8
+
+# GGUF value types: (struct format, size) of the fixed-size ones.
+_STRING, _ARRAY = 8, 9
+_FIXED: dict[int, tuple[str, int]] = {
+    0: ("B", 1),
+    1: ("b", 1),
+    2: ("H", 2),
+    3: ("h", 2),
+    4: ("I", 4),
+    5: ("i", 4),
+    6: ("f", 4),
+    7: ("?", 1),
+    10: ("Q", 8),
+    11: ("q", 8),
+    12: ("d", 8),
+}
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """An array in the header too long to keep (its length and item type)."""
+
+    length: int
+    item_type: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """A GGUF file's header: its metadata, and what its tensors add up to.
+
+    Attributes:
+        version: the GGUF format version.
+        metadata: every key and its value; strings with invalid UTF-8 hold replacement
+            characters; long arrays are :class:`SkippedArray`.
+        tensor_count: how many tensors the file declares.
+        parameters: the number of weights (sum of the tensors' element counts), when read.
+    """
+
+    version: int
+    metadata: dict[str, object] = field(default_factory=dict)
+    tensor_count: int = 0
+    parameters: int | None = None
+
+
+class _DamagedHeaderError(Exception):
+    """The header is not what GGUF says it should be; the message says how (English)."""
+
+
+class _Cursor:
+    """Reads little- or big-endian GGUF values from a buffer, never past its end."""
+
+    def __init__(self, data: bytes | mmap.mmap, version_1: bool, order: str) -> None:
+        self.data = data
+        self.size = len(data)
+        self.pos = 0
+        self.order = order
+        self.count_format = order + ("I" if version_1 else "Q")
+        self.count_size = 4 if version_1 else 8
+
+    def take(self, n: int) -> int:
+        """Advance by ``n`` bytes; returns where they start."""
+        if n < 0 or self.pos + n > self.size:
+            raise _DamagedHeaderError("it ends in the middle of its header")
+        start = self.pos
+        self.pos += n
+        return start
+
+    def fixed(self, fmt: str, size: int) -> object:
+        start = self.take(size)
+        value: object = struct.unpack_from(self.order + fmt, self.data, start)[0]
+        return value
+
+    def count(self) -> int:
+        start = self.take(self.count_size)
+        value: int = struct.unpack_from(self.count_format, self.data, start)[0]
+        return value
+
+    def u32(self) -> int:
+        start = self.take(4)
+        value: int = struct.unpack_from(self.order + "I", self.data, start)[0]
+        return value
+
+    def string(self) -> str:
+        length = self.count()
+        start = self.take(length)
+        return bytes(self.data[start : start + length]).decode("utf-8", errors="replace")
+
+    def skip_string(self) -> None:
+        self.take(self.count())
+
+    def value(self, value_type: int, depth: int = 0) -> object:
+        if value_type == _STRING:
+            return self.string()
+        if value_type == _ARRAY:
+            if depth >= _MAX_NESTING:
+                raise _DamagedHeaderError("its arrays are nested too deep")
+            item_type = self.u32()
+            length = self.count()
+            if length > _KEPT_ARRAY_ITEMS:
+                self.skip_items(item_type, length, depth + 1)
+                return SkippedArray(length, item_type)
+            return [self.value(item_type, depth + 1) for _ in range(length)]
+        if value_type in _FIXED:
+            return self.fixed(*_FIXED[value_type])
+        raise _DamagedHeaderError(f"it holds a value of unknown type {value_type}")
+
+    def skip_items(self, item_type: int, length: int, depth: int) -> None:
+        if item_type in _FIXED:
+            self.take(_FIXED[item_type][1] * length)
+        elif item_type == _STRING:
+            # Each string is at least its length field: a bogus count fails fast.
+            if length * self.count_size > self.size - self.pos:
+                raise _DamagedHeaderError("it ends in the middle of its header")
+            for _ in range(length):
+                self.skip_string()
+        else:
+            for _ in range(length):
+                self.value(item_type, depth)
+
+
+def _parse(data: bytes | mmap.mmap, with_tensors: bool) -> GGUFHeader:
+    if len(data) < 8 or bytes(data[:4]) != b"GGUF":
+        raise _DamagedHeaderError("it does not start as a GGUF file")
+    version = struct.unpack_from("<I", data, 4)[0]
+    order = "<"
+    if version & 0xFFFF == 0 and version != 0:
+        # Big-endian files exist (for s390x); their version reads byte-swapped here.
+        order, version = ">", struct.unpack_from(">I", data, 4)[0]
+    if version not in (1, 2, 3):
+        raise _DamagedHeaderError(f"its GGUF version {version} is unknown")
+    cursor = _Cursor(data, version == 1, order)
+    cursor.pos = 8
+    tensor_count = cursor.count()
+    kv_count = cursor.count()
+    metadata: dict[str, object] = {}
+    for _ in range(kv_count):
+        key = cursor.string()
+        metadata[key] = cursor.value(cursor.u32())
+    if not with_tensors:
+        return GGUFHeader(version, metadata, tensor_count)
+    parameters = 0
+    for _ in range(tensor_count):
+        cursor.skip_string()
+        dimensions = cursor.u32()
+        if dimensions > _MAX_DIMENSIONS:
+            raise _DamagedHeaderError(f"a tensor has {dimensions} dimensions")
+        elements = 1
+        for _ in range(dimensions):
+            elements *= cursor.count()
+        cursor.take(4 + 8)  # type, offset
+        parameters += elements
+    return GGUFHeader(version, metadata, tensor_count, parameters)
+
+
+def _read_header(path: Path, with_tensors: bool) -> GGUFHeader:
+    check_model_file(path)
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise _DamagedHeaderError("it is empty")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _parse(data, with_tensors)
+    except (_DamagedHeaderError, OSError, ValueError, OverflowError, MemoryError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ModelLoadError(
+            QT_TRANSLATE_NOOP("Floodgate", "The header of {name} cannot be read: {reason}"),
+            name=path.name,
+            reason=reason,
+        ) from exc
+
+
+def read_gguf_header(
+    path: Path, *, with_tensors: bool = True, timeout: float = FILE_TIMEOUT_S
+) -> GGUFHeader:
+    """Read ``path``'s GGUF header, within ``timeout`` seconds whatever the file is.
+
+    Raises:
+        ModelLoadError: the file is missing, not a regular file, not GGUF, does not answer,
+            or its header is damaged.
+    """
+    return within_timeout(lambda: _read_header(path, with_tensors), path, timeout)
+
+
+def read_chat_template(path: Path) -> str | None:
+    """The chat template in ``path``'s header (``tokenizer.chat_template``), or None.
+
+    Invalid UTF-8 anywhere in the header (the template included) is read with replacement
+    characters, so the template is found even where llama-cpp-python's reader gives up.
+
+    Raises:
+        ModelLoadError: the file cannot be read as GGUF (see :func:`read_gguf_header`).
+    """
+    template = read_gguf_header(path, with_tensors=False).metadata.get(CHAT_TEMPLATE_KEY)
+    return template if isinstance(template, str) else None
 
 
 @dataclass(frozen=True)
@@ -24,46 +241,62 @@ class ModelCard:
     has_chat_template: bool
 
 
-def _value(reader: object, key: str) -> object:
-    field = reader.fields.get(key)  # type: ignore[attr-defined]
-    return None if field is None else field.contents()
+def _text(metadata: dict[str, object], key: str) -> str:
+    value = metadata.get(key)
+    return value if isinstance(value, str) else ""
 
 
-def read_model_card(path: Path) -> ModelCard:
-    """Read ``path``'s GGUF header (the gguf package memory-maps it; no weights are loaded).
+def _number(metadata: dict[str, object], key: str) -> int | None:
+    value = metadata.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    Raises:
-        ModelLoadError: the file is missing, not GGUF, or its header cannot be read.
-    """
-    check_model_file(path)
-    from gguf import GGUFReader, LlamaFileType  # imported here: it takes a moment to import
+
+def _quantization(file_type: int | None) -> str:
+    if file_type is None:
+        return ""
+    from gguf import LlamaFileType  # imported here: it takes a moment to import
 
     try:
-        reader = GGUFReader(path)
-        architecture = str(_value(reader, "general.architecture") or "")
-        file_type = _value(reader, "general.file_type")
-        try:
-            quantization = LlamaFileType(int(str(file_type))).name.removeprefix("MOSTLY_")
-        except (TypeError, ValueError):
-            quantization = ""
-        context = _value(reader, f"{architecture}.context_length")
-        parameters = sum(int(tensor.n_elements) for tensor in reader.tensors)
-    except (ValueError, OSError, KeyError, IndexError) as exc:
+        return LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return ""
+
+
+def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
+    """Describe ``path`` from its GGUF header (no weights are loaded).
+
+    Raises:
+        ModelLoadError: the only exception: the file is missing, not a regular file, not
+            GGUF, does not answer within ``timeout`` seconds, or its header is damaged.
+    """
+
+    def describe() -> ModelCard:
+        header = _read_header(path, with_tensors=True)
+        metadata = header.metadata
+        architecture = _text(metadata, "general.architecture")
+        return ModelCard(
+            path=path,
+            name=_text(metadata, "general.name") or path.stem,
+            architecture=architecture,
+            parameters=header.parameters or None,
+            quantization=_quantization(_number(metadata, "general.file_type")),
+            context_length=_number(metadata, f"{architecture}.context_length"),
+            size_bytes=path.stat().st_size,
+            has_chat_template=isinstance(metadata.get(CHAT_TEMPLATE_KEY), str),
+        )
+
+    try:
+        return within_timeout(describe, path, timeout)
+    except ModelLoadError:
+        raise
+    except Exception as exc:
+        # Whatever else goes wrong with one file is said about that file; the library
+        # goes on with the others.
         raise ModelLoadError(
             QT_TRANSLATE_NOOP("Floodgate", "The header of {name} cannot be read: {reason}"),
             name=path.name,
             reason=exc,
         ) from exc
-    return ModelCard(
-        path=path,
-        name=str(_value(reader, "general.name") or path.stem),
-        architecture=architecture,
-        parameters=parameters or None,
-        quantization=quantization,
-        context_length=int(str(context)) if context is not None else None,
-        size_bytes=path.stat().st_size,
-        has_chat_template="tokenizer.chat_template" in reader.fields,
-    )
 
 
 def short_count(n: int | None) -> str:
@@ -76,14 +309,38 @@ def short_count(n: int | None) -> str:
     return str(n)
 
 
-def find_models(folders: Iterable[Path], files: Sequence[Path] = ()) -> list[Path]:
-    """The .gguf files in ``folders`` plus ``files`` that still exist; each once, in order."""
+def _models_in(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [p.resolve() for p in sorted(folder.glob("*.gguf"))]
+
+
+def _still_there(path: Path) -> bool:
+    # Anything but a folder: a recent file that became a pipe is listed with a sentence.
+    return path.exists() and not path.is_dir()
+
+
+def find_models(
+    folders: Iterable[Path], files: Sequence[Path] = (), timeout: float = FILE_TIMEOUT_S
+) -> list[Path]:
+    """The .gguf files in ``folders`` plus ``files`` that still exist; each once, in order.
+
+    A folder or file that does not answer within ``timeout`` seconds (a hung network mount)
+    is left out, and logged; the others are listed.
+    """
     found: list[Path] = []
     for folder in folders:
-        if folder.is_dir():
-            found.extend(sorted(folder.glob("*.gguf")))
-    found.extend(f for f in files if f.is_file())
+        try:
+            found.extend(within_timeout(partial(_models_in, folder), folder, timeout))
+        except (ModelLoadError, OSError) as exc:
+            log.warning("models folder %s left out: %s", folder, exc)
+    for file in files:
+        try:
+            if within_timeout(partial(_still_there, file), file, timeout):
+                found.append(within_timeout(file.resolve, file, timeout))
+        except (ModelLoadError, OSError) as exc:
+            log.warning("model file %s left out: %s", file, exc)
     unique: dict[Path, None] = {}
     for path in found:
-        unique.setdefault(path.resolve(), None)
+        unique.setdefault(path, None)
     return list(unique)
