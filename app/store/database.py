@@ -3,9 +3,12 @@
 No Qt, no threads of its own: :class:`Database` is a plain object that the flow layer drives
 from one worker thread (see :mod:`app.flow.archive`), so no query ever runs on the UI thread.
 
-If the file cannot be used (corrupt, locked by another process, read-only), :func:`open_database`
-falls back to an in-memory database with a sentence saying why, and never writes to the file:
-the app keeps working and whatever was there is left as it was.
+At start the file is checked for real (:func:`app.store.backup.check_file`). A damaged file is
+moved aside untouched and the newest good backup opened in its place
+(:func:`app.store.rescue.restore_newest_backup`). If the file cannot be used otherwise (no
+backup, locked by another process, read-only), :func:`open_database` falls back to an in-memory
+database with a sentence saying why, and never writes to the file: the app keeps working and
+whatever was there is left as it was.
 """
 
 from __future__ import annotations
@@ -16,12 +19,22 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
-from app.store.conversation import Conversation, Message
+from app.store.backup import (
+    BACKUP_EVERY,
+    Backup,
+    backups_folder,
+    check_file,
+    make_backup,
+    prune_backups,
+)
+from app.store.conversation import Conversation, Message, title_from
 from app.store.paths import data_dir
+from app.store.rescue import connect, file_identity, readable_copy, recreate, restore_newest_backup
+from app.store.text import storable_text
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +81,24 @@ UNDO_SECONDS = 600.0
 """How long a deleted conversation can be brought back (it is purged on a later start)."""
 
 
+WRITES = frozenset(
+    (
+        "save_conversation",
+        "save_messages",
+        "save_all",
+        "rename",
+        "delete",
+        "undelete",
+        "purge_deleted",
+        "rewrite",
+    )
+)
+"""The :class:`Database` methods that write: the archive watches the file before them."""
+
+WATCH_EVERY = 1.0
+"""Seconds between two looks at the file's identity (a ``stat``) before writes."""
+
+
 @dataclass(frozen=True)
 class ConversationSummary:
     """What the sidebar lists for a conversation."""
@@ -78,12 +109,26 @@ class ConversationSummary:
 
 
 class Database:
-    """The conversations in one SQLite connection. Call it from one thread only."""
+    """The conversations in one SQLite connection. Call it from one thread only.
+
+    Every text is made storable (:func:`~app.store.text.storable_text`) before it is written,
+    so no save fails on text. What this run has saved (or tried to) is also kept as a record,
+    so it can be written again when the file was deleted or when saving works again after a
+    failure (:meth:`rewrite_held`).
+    """
 
     def __init__(self, connection: sqlite3.Connection, path: Path | None) -> None:
         self._db = connection
         self.path = path
         """The file, or None when running in memory."""
+        self._identity = file_identity(path) if path is not None else None
+        self._watched_at = time.monotonic()
+        self._held: dict[str, Conversation] = {}
+        self._held_fields: set[str] = set()  # conversations whose own fields are known
+        self.changed = False
+        """Something was written since the last backup."""
+        self.backed_up_at = time.monotonic()
+        """When the last backup was made (``time.monotonic``)."""
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -113,14 +158,63 @@ class Database:
         """Close the connection (WAL contents are checkpointed into the file)."""
         self._db.close()
 
+    # -- the file: watched, backed up -------------------------------------------------------------
+
+    def watch(self, force: bool = False) -> Sentence | None:
+        """Look whether the file is still the one opened (at most once a second).
+
+        If it was deleted or replaced, it is created again at the same path with every
+        conversation the open connection can still read (it keeps the deleted file open), or,
+        failing that, with what this run saved; a file that replaced it is moved aside, never
+        overwritten.
+
+        Returns:
+            A sentence saying what happened, or None if the file is as it was.
+
+        Raises:
+            OSError, sqlite3.Error: the file could not be created again (saving then fails).
+        """
+        if self.path is None:
+            return None
+        now = time.monotonic()
+        if not force and now - self._watched_at < WATCH_EVERY:
+            return None
+        self._watched_at = now
+        if file_identity(self.path) == self._identity:
+            return None
+        outcome = recreate(self._db, self.path)
+        self._db = outcome.connection
+        self._identity = file_identity(self.path)
+        self.migrate()
+        self.rewrite_held()
+        return outcome.sentence
+
+    def backup(self, now: float | None = None) -> Backup | None:
+        """Copy the database into ``backups/`` and prune the old copies (not in memory)."""
+        if self.path is None:
+            return None
+        folder = backups_folder(self.path)
+        made = make_backup(self._db, folder, self.path.stem, now)
+        prune_backups(folder, self.path.stem, now)
+        self.changed = False
+        self.backed_up_at = time.monotonic()
+        return made
+
+    def backup_due(self, every: float = BACKUP_EVERY) -> bool:
+        """Something changed and the last backup is older than ``every`` seconds."""
+        return (
+            self.path is not None and self.changed and time.monotonic() - self.backed_up_at >= every
+        )
+
     # -- conversations ----------------------------------------------------------------------------
 
     def list_conversations(self, query: str = "") -> list[ConversationSummary]:
         """Conversations newest first; with ``query``, those whose title or text contains it."""
         sql = "SELECT id, title, updated_at FROM conversations WHERE deleted_at IS NULL"
         args: list[str] = []
-        if query.strip():
-            pattern = "%" + _escape_like(query.strip()) + "%"
+        query = storable_text(query).text.strip()
+        if query:
+            pattern = "%" + _escape_like(query) + "%"
             sql += (
                 " AND (title LIKE ? ESCAPE '\\' OR id IN (SELECT conversation_id FROM messages"
                 " WHERE content LIKE ? ESCAPE '\\'))"
@@ -167,6 +261,10 @@ class Database:
 
     def save_conversation(self, conversation: Conversation) -> None:
         """Create or update a conversation's own fields (not its messages)."""
+        c = _storable_conversation(conversation)
+        held = self._held.get(c.id)
+        self._held[c.id] = replace(c, nodes=held.nodes if held is not None else {})
+        self._held_fields.add(c.id)
         with self._db:
             self._db.execute(
                 "INSERT INTO conversations"
@@ -177,19 +275,24 @@ class Database:
                 " updated_at = excluded.updated_at, leaf_id = excluded.leaf_id,"
                 " settings = excluded.settings",
                 (
-                    conversation.id,
-                    conversation.title,
-                    conversation.system_prompt,
-                    conversation.model,
-                    conversation.created_at,
-                    conversation.updated_at,
-                    conversation.leaf_id,
-                    json.dumps(conversation.settings),
+                    c.id,
+                    c.title,
+                    c.system_prompt,
+                    c.model,
+                    c.created_at,
+                    c.updated_at,
+                    c.leaf_id,
+                    json.dumps(c.settings),  # ASCII: surrogates in values come out escaped
                 ),
             )
+        self.changed = True
 
     def save_messages(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Create or update messages of a conversation, in one transaction."""
+        conversation_id = storable_text(conversation_id).text
+        clean = [_storable_message(m) for m in messages]
+        held = self._held.setdefault(conversation_id, Conversation(id=conversation_id))
+        held.nodes.update((m.id, m) for m in clean)
         with self._db:
             self._db.executemany(
                 "INSERT INTO messages"
@@ -209,29 +312,65 @@ class Database:
                         m.model,
                         m.created_at,
                     )
-                    for m in messages
+                    for m in clean
                 ],
             )
+        self.changed = True
 
     def save_all(self, conversation: Conversation) -> None:
         """Save a conversation and every one of its messages (imports, first saves)."""
         self.save_conversation(conversation)
         self.save_messages(conversation.id, list(conversation.nodes.values()))
 
+    def rewrite(self, conversations: Sequence[Conversation]) -> None:
+        """Write these conversations again, whole (what the app holds, after a failure)."""
+        for conversation in conversations:
+            self.save_all(conversation)
+
+    def rewrite_held(self) -> None:
+        """Write again everything this run has saved or tried to save."""
+        for conversation_id, held in list(self._held.items()):
+            if conversation_id in self._held_fields:
+                self.save_conversation(held)
+            else:
+                # Only messages were saved this run: the conversation's row came from an
+                # earlier one. If the file lost it, a row is made from what is known.
+                first = next((m for m in held.nodes.values() if m.role == "user"), None)
+                with self._db:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO conversations"
+                        " (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                        (
+                            conversation_id,
+                            title_from(first.content) if first else "",
+                            min((m.created_at for m in held.nodes.values()), default=0.0),
+                            time.time(),
+                        ),
+                    )
+            self.save_messages(conversation_id, list(held.nodes.values()))
+
     def rename(self, conversation_id: str, title: str) -> None:
         """Give a conversation a new title."""
+        title = storable_text(title).text
+        if conversation_id in self._held_fields:
+            self._held[conversation_id].title = title
         with self._db:
             self._db.execute(
                 "UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id)
             )
+        self.changed = True
 
     def delete(self, conversation_id: str) -> None:
         """Hide a conversation; :meth:`undelete` brings it back until it is purged."""
+        # Never written again from the record: a file made anew must not bring it back.
+        self._held.pop(conversation_id, None)
+        self._held_fields.discard(conversation_id)
         with self._db:
             self._db.execute(
                 "UPDATE conversations SET deleted_at = ? WHERE id = ?",
                 (time.time(), conversation_id),
             )
+        self.changed = True
 
     def undelete(self, conversation_id: str) -> None:
         """Bring back a conversation hidden by :meth:`delete`."""
@@ -239,6 +378,7 @@ class Database:
             self._db.execute(
                 "UPDATE conversations SET deleted_at = NULL WHERE id = ?", (conversation_id,)
             )
+        self.changed = True
 
     def purge_deleted(self, older_than: float = UNDO_SECONDS) -> int:
         """Remove for good the conversations deleted more than ``older_than`` seconds ago."""
@@ -247,7 +387,33 @@ class Database:
                 "DELETE FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at < ?",
                 (time.time() - older_than,),
             )
+        if cursor.rowcount:
+            self.changed = True
         return cursor.rowcount
+
+
+def _storable_conversation(c: Conversation) -> Conversation:
+    return replace(
+        c,
+        id=storable_text(c.id).text,
+        title=storable_text(c.title).text,
+        system_prompt=storable_text(c.system_prompt).text,
+        model=storable_text(c.model).text,
+        leaf_id=storable_text(c.leaf_id).text if c.leaf_id is not None else None,
+        nodes={},
+    )
+
+
+def _storable_message(m: Message) -> Message:
+    # A copy: the caller's message may go on changing on another thread.
+    return replace(
+        m,
+        content=storable_text(m.content).text,
+        note=storable_text(m.note).text,
+        model=storable_text(m.model).text,
+        id=storable_text(m.id).text,
+        parent_id=storable_text(m.parent_id).text if m.parent_id is not None else None,
+    )
 
 
 def _settings(text: str) -> dict[str, object]:
@@ -267,33 +433,38 @@ def database_path() -> Path:
     return data_dir() / FILE_NAME
 
 
-def _connect(path: Path | str) -> sqlite3.Connection:
-    # One worker thread uses the connection, but not the thread that opened it.
-    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    connection.execute("PRAGMA busy_timeout = 2000")
-    connection.execute("PRAGMA foreign_keys = ON")
-    return connection
+def open_database(
+    path: Path | None = None, *, backups: bool = True
+) -> tuple[Database, Sentence | None]:
+    """Open (or create) the database file, checked and migrated to the newest schema.
 
-
-def open_database(path: Path | None = None) -> tuple[Database, Sentence | None]:
-    """Open (or create) the database file, migrated to the newest schema.
+    A damaged file (``quick_check`` fails, or its write-ahead log lost committed work) is
+    moved aside untouched and the newest good backup opened in its place; with no backup, the
+    app runs in memory (with what the damaged file still shows consistently, if anything). A
+    sound file is backed up (``backups=False`` skips that, for tools and tests).
 
     Returns:
-        The database, and None; or, if the file cannot be used, an in-memory database
-        (holding a copy of the file's conversations when they can still be read) and a
-        sentence for the user saying why. The file itself is left untouched then.
+        The database, and None; or a sentence for the user saying what happened: the backup
+        opened instead, or why the file cannot be used (an in-memory database is returned
+        then, holding a copy of the file's conversations when they can still be read, and the
+        file is left untouched).
     """
     path = path or database_path()
+    restored: Sentence | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        connection = _connect(path)
+        damage = check_file(path) if path.exists() else None
+        if damage is not None:
+            log.warning("The chat history %s is damaged: %s", path, damage)
+            restored = restore_newest_backup(path)
+            if restored is None:
+                return _in_memory(readable_copy(path)), _sentence(path, ValueError("malformed"))
+        connection = connect(path)
     except (OSError, sqlite3.Error) as exc:
         return _in_memory(None), _sentence(path, exc)
     if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         # WAL needs to write next to the file too; SQLite would only fail at the first save.
-        copy = _in_memory(connection)
-        connection.close()
-        return copy, _sentence(path, PermissionError("read-only"))
+        return _in_memory(connection), _sentence(path, PermissionError("read-only"))
     try:
         # Reading the schema fails on a file that is not a database; taking the write lock
         # fails on a read-only or locked one. Both before anything is written.
@@ -310,24 +481,31 @@ def open_database(path: Path | None = None) -> tuple[Database, Sentence | None]:
         # the lock forever); the in-memory store starts empty.
         connection.close()
         return _in_memory(None), _sentence(path, exc)
-    return database, None
+    if backups and restored is None:
+        try:
+            database.backup()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("No backup of %s could be made: %s", path, exc)
+    return database, restored
 
 
 def _in_memory(source: sqlite3.Connection | None) -> Database:
-    memory = _connect(":memory:")
+    memory = connect(":memory:")
     if source is not None:
         try:
             source.backup(memory)  # read-only or locked files can often still be read
         except sqlite3.Error:
             memory.close()
-            memory = _connect(":memory:")
+            memory = connect(":memory:")
+        finally:
+            source.close()
     database = Database(memory, None)
     try:
         database.migrate()
     except sqlite3.Error:
         # The copy was of a schema we cannot migrate: start empty rather than fail.
         memory.close()
-        database = Database(_connect(":memory:"), None)
+        database = Database(connect(":memory:"), None)
         database.migrate()
     return database
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, NamedTuple, get_args
 
-from app.store.conversation import Conversation, Message, new_id
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.store.conversation import Conversation, Message, Role, Status, new_id
+from app.store.text import storable_text
 
 FORMAT = "floodgate-conversation"
 VERSION = 1
@@ -22,7 +25,8 @@ def to_markdown(conversation: Conversation, you: str = "You") -> str:
         parts.append(f"## {speaker}\n\n{message.content.strip()}\n")
         if message.note:
             parts.append(f"*{message.note}*\n")
-    return "\n".join(parts)
+    # Saved text is storable already; a conversation never saved may not be (yet).
+    return storable_text("\n".join(parts)).text
 
 
 def to_json(conversation: Conversation) -> str:
@@ -52,11 +56,26 @@ def to_json(conversation: Conversation) -> str:
             for m in sorted(conversation.nodes.values(), key=lambda m: m.created_at)
         ],
     }
-    return json.dumps(document, ensure_ascii=False, indent=2)
+    return storable_text(json.dumps(document, ensure_ascii=False, indent=2)).text
 
 
 class NotAConversationError(ValueError):
-    """The file is not a conversation exported by Floodgate."""
+    """The file is not a conversation exported by Floodgate; ``sentence`` says why."""
+
+    def __init__(self, sentence: Sentence) -> None:
+        super().__init__(str(sentence))
+        self.sentence = sentence
+
+
+class Imported(NamedTuple):
+    """A conversation read from a file, and whether some of its text had to be replaced."""
+
+    conversation: Conversation
+    replaced: bool
+
+
+_ROLES = frozenset(("user", "assistant"))
+_STATUSES = frozenset(get_args(Status))
 
 
 def from_json(text: str) -> Conversation:
@@ -65,50 +84,197 @@ def from_json(text: str) -> Conversation:
     Raises:
         NotAConversationError: the text is not such a document.
     """
+    return read_json(text).conversation
+
+
+def read_json(text: str) -> Imported:
+    r"""Read and check a whole exported conversation before anything is made of it.
+
+    Everything is checked first (the structure, each field's type, that ids are unique, that
+    every message follows one in the file and none follows itself), so a bad file raises here
+    and never reaches the current conversation or the history. Text that cannot be stored
+    (lone surrogates from ``\ud800`` escapes) is replaced, and :attr:`Imported.replaced` says
+    so. Ids are fresh, so importing the same file twice gives two conversations.
+
+    Raises:
+        NotAConversationError: the text is not such a document; its sentence says why.
+    """
     try:
         doc: Any = json.loads(text)
     except ValueError as exc:
-        raise NotAConversationError(f"not JSON: {exc}") from exc
+        line, column = getattr(exc, "lineno", 0), getattr(exc, "colno", 0)
+        raise _refuse(
+            QT_TRANSLATE_NOOP("Floodgate", "it is not valid JSON (line {line}, column {column})"),
+            line=line,
+            column=column,
+        ) from exc
+    except RecursionError as exc:  # thousands of nested brackets
+        raise _refuse(QT_TRANSLATE_NOOP("Floodgate", "it is nested too deeply")) from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise NotAConversationError("not a Floodgate conversation")
-    if not isinstance(doc.get("version"), int) or doc["version"] > VERSION:
-        raise NotAConversationError("made by a newer Floodgate")
-    try:
-        ids = {m["id"]: new_id() for m in doc["messages"]}
-        conversation = Conversation(
-            system_prompt=str(doc.get("system_prompt", "")),
-            title=str(doc.get("title", "")),
-            model=str(doc.get("model", "")),
-            created_at=float(doc.get("created_at", 0.0)),
-            updated_at=float(doc.get("updated_at", 0.0)),
-            leaf_id=ids.get(doc.get("leaf_id")),
-            settings=dict(doc["settings"]) if isinstance(doc.get("settings"), dict) else {},
+        raise _refuse(
+            QT_TRANSLATE_NOOP("Floodgate", "it is not a conversation exported by Floodgate")
         )
-        for m in doc["messages"]:
-            role, status = m["role"], m.get("status", "complete")
-            if role not in ("user", "assistant") or status not in (
-                "complete",
-                "streaming",
-                "stopped",
-                "length",
-                "error",
-            ):
-                raise NotAConversationError(f"unknown role or status: {role}, {status}")
-            message = Message(
-                role=role,
-                content=str(m["content"]),
-                status=status,
-                note=str(m.get("note", "")),
-                id=ids[m["id"]],
-                parent_id=ids.get(m["parent_id"]) if m.get("parent_id") else None,
-                model=str(m.get("model", "")),
-                created_at=float(m.get("created_at", 0.0)),
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _wrong_field("version")
+    if version > VERSION:
+        raise _refuse(QT_TRANSLATE_NOOP("Floodgate", "it was made by a newer Floodgate"))
+    messages = doc.get("messages")
+    if not isinstance(messages, list):
+        raise _wrong_field("messages")
+    reader = _Reader()
+    conversation = Conversation(
+        title=reader.text(doc, "title"),
+        system_prompt=reader.text(doc, "system_prompt"),
+        model=reader.text(doc, "model"),
+        created_at=_number(doc, "created_at"),
+        updated_at=_number(doc, "updated_at"),
+        settings=_settings(doc),
+    )
+    ids: dict[str, str] = {}
+    parents: dict[str, str | None] = {}
+    for n, item in enumerate(messages, start=1):
+        message = _message(item, n, reader)
+        old_id = message.id
+        if old_id in ids:
+            raise _refuse(
+                QT_TRANSLATE_NOOP("Floodgate", "message {n} has the same id as an earlier one"),
+                n=n,
             )
-            conversation.nodes[message.id] = message
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, NotAConversationError):
-            raise
-        raise NotAConversationError(f"malformed conversation: {exc}") from exc
+        ids[old_id] = new_id()
+        parents[old_id] = message.parent_id
+        message.id = ids[old_id]
+        conversation.nodes[message.id] = message
+    for n, parent in enumerate(parents.values(), start=1):
+        if parent is not None and parent not in ids:
+            raise _refuse(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate", "message {n} follows a message that is not in the file"
+                ),
+                n=n,
+            )
+    _check_no_loop(parents)
+    for message in conversation.nodes.values():
+        message.parent_id = ids[message.parent_id] if message.parent_id is not None else None
+    leaf = doc.get("leaf_id")
+    if leaf is not None and not isinstance(leaf, str):
+        raise _wrong_field("leaf_id")
+    if leaf is not None and leaf not in ids:
+        raise _refuse(
+            QT_TRANSLATE_NOOP("Floodgate", "the message it shows (leaf_id) is not in the file")
+        )
+    conversation.leaf_id = ids[leaf] if leaf is not None else None
     if conversation.leaf_id is None and conversation.nodes:
         conversation.leaf_id = max(conversation.nodes.values(), key=lambda m: m.created_at).id
-    return conversation
+    return Imported(conversation, reader.replaced)
+
+
+class _Reader:
+    """Reads text fields, made storable, remembering whether any had to be changed."""
+
+    def __init__(self) -> None:
+        self.replaced = False
+
+    def text(self, item: dict[str, Any], key: str, n: int = 0, required: bool = False) -> str:
+        value = item.get(key, None if required else "")
+        if not isinstance(value, str):
+            raise _wrong_field(key, n)
+        fixed, replaced = storable_text(value)
+        self.replaced = self.replaced or replaced
+        return fixed
+
+
+def _message(item: object, n: int, reader: _Reader) -> Message:
+    if not isinstance(item, dict):
+        raise _refuse(QT_TRANSLATE_NOOP("Floodgate", "message {n} is not an object"), n=n)
+    message_id = item.get("id")
+    if not isinstance(message_id, str) or not message_id:
+        raise _wrong_field("id", n)
+    parent = item.get("parent_id")
+    if parent is not None and not isinstance(parent, str):
+        raise _wrong_field("parent_id", n)
+    role, status = item.get("role"), item.get("status", "complete")
+    if role not in _ROLES:
+        raise _refuse(
+            QT_TRANSLATE_NOOP("Floodgate", "message {n} has an unknown role ({role})"),
+            n=n,
+            role=storable_text(str(role)).text[:40],
+        )
+    if status not in _STATUSES:
+        raise _refuse(
+            QT_TRANSLATE_NOOP("Floodgate", "message {n} has an unknown status ({status})"),
+            n=n,
+            status=storable_text(str(status)).text[:40],
+        )
+    known_role: Role = role
+    known_status: Status = status
+    return Message(
+        role=known_role,
+        content=reader.text(item, "content", n, required=True),
+        status=known_status,
+        note=reader.text(item, "note", n),
+        id=message_id,
+        parent_id=parent or None,
+        model=reader.text(item, "model", n),
+        created_at=_number(item, "created_at", n),
+    )
+
+
+def _check_no_loop(parents: dict[str, str | None]) -> None:
+    # A message following itself (through others) would make the shown path endless. Each
+    # message is walked once: paths already known to reach a first message are not walked again.
+    reaches_a_first: set[str] = set()
+    for n, start in enumerate(parents, start=1):
+        path: list[str] = []
+        on_path: set[str] = set()
+        node: str | None = start
+        while node is not None and node not in reaches_a_first:
+            if node in on_path:
+                raise _refuse(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate", "message {n} follows itself through the messages before it"
+                    ),
+                    n=n,
+                )
+            on_path.add(node)
+            path.append(node)
+            node = parents[node]
+        reaches_a_first.update(path)
+
+
+def _number(item: dict[str, Any], key: str, n: int = 0) -> float:
+    value = item.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong_field(key, n)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise _wrong_field(key, n) from None
+    if not math.isfinite(number):
+        raise _wrong_field(key, n)
+    return number
+
+
+def _settings(doc: dict[str, Any]) -> dict[str, object]:
+    value = doc.get("settings", {})
+    if not isinstance(value, dict):
+        raise _wrong_field("settings")
+    return dict(value)
+
+
+def _wrong_field(key: str, n: int = 0) -> NotAConversationError:
+    if n:
+        return _refuse(
+            QT_TRANSLATE_NOOP(
+                "Floodgate", "in message {n}, “{field}” is missing or has the wrong type"
+            ),
+            n=n,
+            field=key,
+        )
+    return _refuse(
+        QT_TRANSLATE_NOOP("Floodgate", "“{field}” is missing or has the wrong type"), field=key
+    )
+
+
+def _refuse(template: str, **fields: object) -> NotAConversationError:
+    return NotAConversationError(Sentence(template, fields))
