@@ -129,7 +129,7 @@ EVENTS_KEPT: Final = 256
 
 PROMPT_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens")
 PROMPT_CACHED_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens, {cached} cached")
-PROMPT_RATE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{rate:.0f} tokens/s")
+PROMPT_RATE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{rate} tokens/s")
 
 
 class FlowEvent(NamedTuple):
@@ -272,7 +272,7 @@ class FlowMetrics:
                 self._mark_once(PROMPT_PROCESSING, started, detail)
             if report.prefill_ended_at is not None:
                 rate = self.prefill_rate
-                detail = Sentence(PROMPT_RATE_DETAIL, {"rate": rate}) if rate else None
+                detail = Sentence(PROMPT_RATE_DETAIL, {"rate": round(rate)}) if rate else None
                 self._mark_once(PROMPT_PROCESSED, report.prefill_ended_at, detail)
         if reply.first_shown_at is not None:
             self._mark_once(FIRST_TOKEN, reply.first_shown_at)

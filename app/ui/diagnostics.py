@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QCoreApplication, Slot
-from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
+from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from app.engine import QT_TRANSLATE_NOOP
 from app.flow.metrics import FlowMetrics
+from app.ui.timeline import Timeline
 
 ROWS = (
     ("tokens", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Tokens/s")),
@@ -18,37 +19,56 @@ ROWS = (
     ("frame", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Frame cost (last / p95)")),
     ("lag", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Loop lag (p99 / max)")),
     ("stop", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Last stop latency")),
+    ("prompt", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt processed")),
+    ("prefill", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt processing")),
+    ("python", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Python per token")),
+    ("cache", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt cache")),
 )
+
+NO_VALUE = "–"  # noqa: RUF001 - an en dash reads as "no value yet"
 
 
 def _ms(value: float | None) -> str:
     if value is None or math.isnan(value):
-        return "–"  # noqa: RUF001 - an en dash reads as "no value yet"
+        return NO_VALUE
     return f"{value:.1f} ms"
 
 
 class DiagnosticsPanel(QWidget):
-    """Shows :class:`FlowMetrics`; refreshed only while visible, a few times a second."""
+    """Shows :class:`FlowMetrics`: the figures, and under them the live :class:`Timeline`.
+
+    The figures are refreshed by :meth:`refresh` (the window calls it a few times a second
+    while a reply streams) and the timeline samples on its own timer; both only while the
+    panel is visible, so a closed panel costs nothing.
+    """
 
     def __init__(self, metrics: FlowMetrics, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("diagnostics")
         self._metrics = metrics
-        layout = QFormLayout(self)
+        figures = QWidget()
+        form = QFormLayout(figures)
+        form.setContentsMargins(0, 0, 0, 0)
         self.values: dict[str, QLabel] = {}
         self.titles: dict[str, QLabel] = {}
         for key, _ in ROWS:
-            label = QLabel("–")  # noqa: RUF001
+            label = QLabel(NO_VALUE)
             label.setObjectName(f"diag_{key}")
             self.values[key] = label
             self.titles[key] = QLabel()
-            layout.addRow(self.titles[key], label)
+            form.addRow(self.titles[key], label)
+        self.timeline = Timeline(metrics)
+        layout = QVBoxLayout(self)
+        layout.addWidget(figures)
+        layout.addWidget(self.timeline, 1)
         self.retranslate()
 
     def retranslate(self) -> None:
         """Set the titles in the current language."""
         for key, title in ROWS:
             self.titles[key].setText(QCoreApplication.translate("DiagnosticsPanel", title))
+        self.timeline.retranslate()
+        self.refresh()
 
     @Slot()
     def refresh(self) -> None:
@@ -56,13 +76,55 @@ class DiagnosticsPanel(QWidget):
         if not self.isVisible():
             return
         m = self._metrics
+        m.observe()
         rate = m.reply.tokens_per_s
         lag = m.loop_lag_ms.summary()
         v = self.values
-        v["tokens"].setText(f"{rate:.1f}" if rate is not None else "–")  # noqa: RUF001
+        v["tokens"].setText(f"{rate:.1f}" if rate is not None else NO_VALUE)
         v["first"].setText(_ms(m.reply.time_to_first_piece_ms))
         v["queue"].setText(f"{m.queue_depth} / {m.queue_max} / {m.queue_bound}")
         v["backpressure"].setText(f"{m.backpressure_waits} ({m.backpressure_ms:.0f} ms)")
         v["frame"].setText(f"{_ms(m.frame_cost_ms.last)} / {_ms(m.frame_cost_ms.percentile(95))}")
         v["lag"].setText(f"{_ms(lag['p99'])} / {_ms(lag['max'])}")
         v["stop"].setText(_ms(m.stop_latency_ms.last))
+        v["prompt"].setText(self._prompt_text())
+        v["prefill"].setText(self._prefill_text())
+        v["python"].setText(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
+        v["cache"].setText(self._cache_text())
+
+    def _prompt_text(self) -> str:
+        m = self._metrics
+        if not m.prompt_tokens:
+            return NO_VALUE
+        fraction = m.prefill_fraction or 0.0
+        return self.tr("{done} / {total} tokens ({percent} %), {cached} cached").format(
+            done=m.prefill_done,
+            total=m.prompt_tokens,
+            percent=round(fraction * 100),
+            cached=m.cached_tokens,
+        )
+
+    def _prefill_text(self) -> str:
+        m = self._metrics
+        seconds = m.prefill_seconds
+        if seconds is None:
+            return NO_VALUE
+        rate = m.prefill_rate
+        shown_rate = f"{rate:.0f}" if rate is not None else NO_VALUE
+        return self.tr("{rate} tokens/s, {seconds} s").format(
+            rate=shown_rate, seconds=f"{seconds:.2f}"
+        )
+
+    def _cache_text(self) -> str:
+        cache = self._metrics.cache
+        if not (cache.entries or cache.hits or cache.misses):
+            return NO_VALUE
+        return self.tr(
+            "{entries} entries, {megabytes} MB; {hits} hits, {misses} misses; {saved} s saved"
+        ).format(
+            entries=cache.entries,
+            megabytes=f"{cache.megabytes:.0f}",
+            hits=cache.hits,
+            misses=cache.misses,
+            saved=f"{cache.seconds_saved:.1f}",
+        )
