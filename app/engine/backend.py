@@ -29,12 +29,24 @@ class EngineOptions:
     Attributes:
         n_ctx: context window in tokens.
         n_threads: CPU threads llama.cpp computes with.
-        n_batch: prompt tokens evaluated per llama_decode call during prefill.
+        n_batch: prompt tokens evaluated per llama_decode call during prefill, at most.
+        cache_ram_mb: megabytes of processed prompts (KV cache states) kept in RAM, one per
+            conversation, least recently used dropped first; 0 (and no ``cache_dir``): none.
+        cache_disk_mb: megabytes of them kept in ``cache_dir``.
+        cache_dir: the folder for processed prompts that cost 2 s or more to compute (None:
+            RAM only). The app passes ``<data dir>/prompt-cache``.
+        prefill_chunk_seconds: how long one chunk of prompt processing should take (chunks
+            are sized from the measured rate), so that progress is reported at least that
+            often; 0 processes ``n_batch`` tokens per call, as llama-cpp-python does.
     """
 
     n_ctx: int = defaults.N_CTX
     n_threads: int = field(default_factory=defaults.default_threads)
     n_batch: int = defaults.N_BATCH
+    cache_ram_mb: int = 1024
+    cache_disk_mb: int = 4096
+    cache_dir: Path | None = None
+    prefill_chunk_seconds: float = 0.25
 
 
 @dataclass(frozen=True)

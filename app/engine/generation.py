@@ -1,0 +1,284 @@
+"""Floodgate's own decode loop over llama.cpp's C API: sampler chain, text, stop strings.
+
+llama-cpp-python's high-level stream runs a good deal of Python per token (a new sampler per
+reply, detokenizing the whole reply again, chunk dictionaries). Here each token costs one
+``llama_decode`` and one ``llama_sampler_sample`` (both C, both without the GIL), plus a
+dictionary lookup for the token's bytes, an incremental UTF-8 decode and, when the template has
+stop strings, a short check of the text's tail.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+import llama_cpp
+
+from app.engine.backend import GenerationReport, GenerationSettings
+from app.engine.stop import StopSignal
+from app.trace import TRACE
+
+PENALTY_LAST_N = 64
+"""Tokens the repeat penalty looks back over: llama-cpp-python's ``last_n_tokens_size``."""
+
+DECODE_ABORTED = 2
+"""What ``llama_decode`` returns when the abort callback ended it."""
+
+
+class SamplerChain:
+    """A llama.cpp sampler chain built from :class:`GenerationSettings`, all in C.
+
+    The chain is the one llama-cpp-python builds for ``create_chat_completion`` (so greedy and
+    seeded replies are the same as its): repeat penalty over the last 64 generated tokens, then
+    greedy at temperature 0, otherwise top k, top p, min p, temperature and a seeded
+    distribution sampler. (llama-cpp-python also adds a typical-p sampler at 1.0, which does
+    nothing.) The chain is rebuilt only when the settings change; each reply resets it, which
+    empties the penalty's history and restarts the seeded generator, so a seed gives the same
+    reply every time.
+    """
+
+    def __init__(self, n_vocab: int) -> None:
+        self._n_vocab = n_vocab
+        self._key: tuple[object, ...] | None = None
+        self._chain: Any = None
+
+    def prepare(self, settings: GenerationSettings) -> Any:
+        """The chain for ``settings``, reset for a new reply (a ``llama_sampler_p``)."""
+        key = (
+            settings.temperature,
+            settings.top_k,
+            settings.top_p,
+            settings.min_p,
+            settings.repeat_penalty,
+            settings.seed,
+        )
+        if key != self._key or self._chain is None:
+            self.close()
+            self._chain = self._build(settings)
+            self._key = key
+        else:
+            llama_cpp.llama_sampler_reset(self._chain)
+        return self._chain
+
+    def _build(self, settings: GenerationSettings) -> Any:
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = llama_cpp.llama_sampler_chain_add
+        add(
+            chain,
+            llama_cpp.llama_sampler_init_penalties(
+                self._n_vocab, PENALTY_LAST_N, settings.repeat_penalty, 0.0, 0.0
+            ),
+        )
+        if settings.temperature <= 0.0:
+            add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            seed = llama_cpp.LLAMA_DEFAULT_SEED if settings.seed is None else settings.seed
+            add(chain, llama_cpp.llama_sampler_init_top_k(settings.top_k))
+            add(chain, llama_cpp.llama_sampler_init_top_p(settings.top_p, 1))
+            add(chain, llama_cpp.llama_sampler_init_min_p(settings.min_p, 1))
+            add(chain, llama_cpp.llama_sampler_init_temp(settings.temperature))
+            add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        return chain
+
+    def close(self) -> None:
+        """Free the chain (and the samplers it owns)."""
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+            self._key = None
+
+
+class TokenPieces:
+    """Each token's bytes as the reply shows them, asked of llama.cpp once per token id.
+
+    Control tokens (``<|im_end|>``) read as nothing, as in llama-cpp-python's replies.
+    """
+
+    def __init__(self, vocab: Any) -> None:
+        self._vocab = vocab
+        self._buffer = ctypes.create_string_buffer(64)
+        self.known: dict[int, bytes] = {}
+
+    def __call__(self, token: int) -> bytes:
+        """The bytes of ``token`` (cached: call ``known.get`` first on the hot path)."""
+        size = len(self._buffer)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, self._buffer, size, 0, False)
+        if n < 0:  # a piece longer than the buffer: llama.cpp says how long
+            self._buffer = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, self._buffer, -n, 0, False)
+        piece = self._buffer.raw[: max(n, 0)]
+        self.known[token] = piece
+        return piece
+
+
+def new_text_decoder() -> codecs.IncrementalDecoder:
+    """An incremental UTF-8 decoder: a character split across tokens waits for its last byte.
+
+    Bytes that can never form a character are dropped (as llama-cpp-python does), so the
+    reply never shows U+FFFD; a character cut by the end of the reply is dropped at the end.
+    """
+    return codecs.getincrementaldecoder("utf-8")("ignore")
+
+
+class StopStrings:
+    """Ends the reply at the first stop string, never showing any part of one.
+
+    Text that could still be the beginning of a stop string is held back until the next
+    piece tells; :meth:`flush` releases it when the reply ends another way.
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self._firsts = frozenset(s[0] for s in self.stops)
+        self._held = ""
+        self.hit = False
+
+    def feed(self, text: str) -> str:
+        """The part of ``text`` (after what was held back) that is safe to show now."""
+        pending = self._held + text if self._held else text
+        if not any(c in pending for c in self._firsts):
+            self._held = ""
+            return pending
+        cut = -1
+        for stop in self.stops:
+            at = pending.find(stop)
+            if at >= 0 and (cut < 0 or at < cut):
+                cut = at
+        if cut >= 0:
+            self.hit = True
+            self._held = ""
+            return pending[:cut]
+        keep = 0
+        for stop in self.stops:
+            for k in range(min(len(stop) - 1, len(pending)), keep, -1):
+                if pending.endswith(stop[:k]):
+                    keep = k
+                    break
+        if keep:
+            self._held = pending[-keep:]
+            return pending[:-keep]
+        self._held = ""
+        return pending
+
+    def flush(self) -> str:
+        """What was held back, once the reply ended without a stop string."""
+        held, self._held = self._held, ""
+        return held
+
+
+class DecodeFailedError(Exception):
+    """``llama_decode`` failed for another reason than Stop; ``code`` is what it returned."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"llama_decode returned {code}")
+        self.code = code
+
+
+def decode_reply(
+    *,
+    ctx: Any,
+    vocab: Any,
+    sampler: Any,
+    pieces: TokenPieces,
+    stops: StopStrings,
+    kv_tokens: list[int],
+    limit: int,
+    room: int,
+    stop: StopSignal,
+    report: GenerationReport,
+) -> Generator[str, None, None]:
+    """Sample, show and decode tokens until end of generation, a stop string, Stop or ``limit``.
+
+    ``limit`` is the reply's token budget; when it is reached in the middle of a character
+    (a CJK character or an emoji split across tokens), up to three more tokens finish the
+    character, as llama-cpp-python does, within ``room`` (the tokens left in the context).
+
+    The prompt must have been processed, with logits for its last token. Each token that goes
+    through ``llama_decode`` is appended to ``kv_tokens`` (the engine's record of the KV
+    cache); the last sampled token is not decoded (nothing would read its logits).
+
+    Sets ``report.finish`` (``"done"``, ``"length"``; a Stop leaves it as it was) and
+    ``report.python_ms_per_token``: the wall time in this loop outside ``llama_decode`` and
+    the sampler call, and outside the consumer's own time between pieces.
+
+    Raises:
+        DecodeFailedError: ``llama_decode`` failed other than by Stop.
+    """
+    # Locals: one attribute lookup less per use on the hot path.
+    decode = llama_cpp.llama_decode
+    sample = llama_cpp.llama_sampler_sample
+    is_eog = llama_cpp.llama_vocab_is_eog
+    perf = time.perf_counter
+    known = pieces.known
+    decoder = new_text_decoder()
+    text_of: Callable[..., str] = decoder.decode
+    filtering = bool(stops.stops)
+    feed = stops.feed
+    stopped = stop.is_set
+    append = kv_tokens.append
+    one = (llama_cpp.llama_token * 1)()
+    batch = llama_cpp.llama_batch_get_one(one, 1)
+
+    python = 0.0
+    generated = 0
+    report.finish = "done"
+    mark = perf()
+    try:
+        while True:
+            native_start = perf()
+            python += native_start - mark
+            token = sample(sampler, ctx, -1)
+            mark = perf()
+            if is_eog(vocab, token):
+                break
+            generated += 1
+            piece = known.get(token)
+            if piece is None:
+                piece = pieces(token)
+            text = text_of(piece)
+            if filtering and text:
+                text = feed(text)
+            if text:
+                report.pieces += 1
+                python += perf() - mark
+                yield text
+                mark = perf()
+            if stops.hit:
+                break
+            if generated >= limit and (
+                generated >= min(room, limit + 3) or not decoder.getstate()[0]
+            ):
+                report.finish = "length"
+                break
+            if stopped():
+                return
+            one[0] = token
+            native_start = perf()
+            python += native_start - mark
+            if TRACE.recording:
+                with TRACE.span("decode token", cat="engine"):
+                    code = decode(ctx, batch)
+            else:
+                code = decode(ctx, batch)
+            mark = perf()
+            if code == DECODE_ABORTED and stopped():
+                return
+            if code != 0:
+                raise DecodeFailedError(code)
+            append(token)
+        # The reply ended by itself: what was held back for a possible stop string or a
+        # character's remaining bytes is shown (an unfinished character is dropped).
+        tail = text_of(b"", True)
+        if filtering:
+            tail = feed(tail) if tail else ""
+            if not stops.hit:
+                tail += stops.flush()
+        if tail:
+            report.pieces += 1
+            yield tail
+    finally:
+        if generated:
+            report.python_ms_per_token = python * 1000.0 / generated

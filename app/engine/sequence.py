@@ -1,0 +1,235 @@
+"""The KV cache of sequence 0, with the exact token ids it holds, and prompt processing.
+
+llama-cpp-python's ``Llama`` keeps its own count of evaluated tokens and does not update it
+when a ``llama_decode`` is aborted, although llama.cpp keeps the micro-batches it finished.
+Floodgate's engine therefore keeps its own list, in step with llama.cpp after every call:
+after an abort or a failure it asks llama.cpp where the sequence ends
+(``llama_memory_seq_pos_max``) and keeps exactly that much.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import llama_cpp
+
+from app.engine.backend import GenerationReport
+from app.engine.prompt_cache import write_sequence
+from app.trace import TRACE
+
+MIN_CHUNK = 8
+"""The smallest prompt chunk: below this, llama_decode's fixed cost per call starts to show."""
+
+FIRST_CHUNK = 32
+"""The first chunk's size while the prompt processing rate is not yet known."""
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share (slices compare in C)."""
+    high = min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    low = 0
+    while low < high:  # a[:low] == b[:low], a[:high] != b[:high]
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+class KvSequence:
+    """Sequence 0 of a llama.cpp context: its token ids, what they cost, and how to add more.
+
+    Attributes:
+        tokens: the token ids at positions 0..n-1 of the sequence, exactly.
+        seconds: what computing them cost (prompt processing time, including that of a
+            restored state's prefix), which the prompt cache weighs.
+        conversation: the conversation they belong to (None: none yet).
+        rate: the last measured prompt processing rate, tokens/s (0 until measured).
+        shifted: the positions were shifted since the sequence was last empty (the kept
+            tokens were computed with turns that are no longer there: close to, but not
+            exactly, what processing them afresh gives).
+    """
+
+    def __init__(self, ctx: Any, n_batch: int) -> None:
+        self._ctx = ctx
+        self._memory = llama_cpp.llama_get_memory(ctx)
+        self._n_batch = n_batch
+        self.tokens: list[int] = []
+        self.seconds = 0.0
+        self.conversation: str | None = None
+        self.rate = 0.0
+        self.shifted = False
+
+    def position_end(self) -> int:
+        """One past the last position llama.cpp holds for the sequence."""
+        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0)) + 1
+
+    def in_step(self) -> bool:
+        """Whether llama.cpp holds exactly as many positions as :attr:`tokens` says."""
+        return self.position_end() == len(self.tokens)
+
+    def clear(self) -> None:
+        """Empty the sequence."""
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self.tokens = []
+        self.seconds = 0.0
+        self.shifted = False
+
+    def trim(self, n: int) -> None:
+        """Keep the first ``n`` tokens only."""
+        if n >= len(self.tokens):
+            return
+        if n <= 0:
+            self.clear()
+            return
+        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1):
+            self.clear()  # this memory cannot drop a partial sequence (recurrent models)
+            return
+        self.seconds *= n / len(self.tokens)
+        del self.tokens[n:]
+
+    def restore(self, tokens: Sequence[int], keep: int, seconds: float, state: bytes) -> bool:
+        """Replace the sequence by a saved state holding ``tokens``, keeping its first ``keep``.
+
+        Args:
+            tokens: every token id the state holds.
+            keep: how many of them to keep (the prefix the prompt shares with them).
+            seconds: what processing those ``keep`` tokens would cost.
+            state: the sequence state (:func:`~app.engine.prompt_cache.read_sequence`).
+
+        Returns:
+            False if llama.cpp refused the state (the sequence is then empty).
+        """
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self.tokens = []
+        self.seconds = 0.0
+        self.shifted = False
+        if not write_sequence(self._ctx, state, 0) or self.position_end() != len(tokens):
+            self.clear()
+            return False
+        self.tokens = list(tokens)
+        self.trim(keep)
+        self.seconds = seconds
+        return True
+
+    def shift_for(self, prompt: Sequence[int], minimum: int = 32) -> int:
+        """Reuse the sequence for a prompt that lost a middle range of it, by shifting.
+
+        When the oldest turns are left out of a conversation (after the system prompt), the
+        prompt is the held tokens with one range removed, then something new. Where the
+        memory allows (``llama_memory_can_shift``: not for recurrent or sliding-window
+        models), that range is removed and the positions after it are moved down, instead of
+        processing the rest again.
+
+        Returns:
+            How many leading prompt tokens the sequence now holds (0 if it was not shifted).
+        """
+        held = self.tokens
+        start = common_prefix(held, prompt)
+        if start >= len(held) or start >= len(prompt):
+            return 0
+        if not llama_cpp.llama_memory_can_shift(self._memory):
+            return 0
+        # Where does the prompt pick up the held tokens again? Try each place that starts
+        # with the prompt's next token; keep the one that matches the longest run.
+        best_at, best_run = 0, 0
+        first = prompt[start]
+        for at in range(start + 1, len(held)):
+            if held[at] != first:
+                continue
+            run = common_prefix(held[at:], prompt[start:])
+            if run > best_run:
+                best_at, best_run = at, run
+        if best_run < minimum:
+            return 0
+        end = best_at + best_run  # held[best_at:end] == prompt[start:start + best_run]
+        gap = best_at - start
+        memory = self._memory
+        if not (
+            llama_cpp.llama_memory_seq_rm(memory, 0, end, -1)
+            and llama_cpp.llama_memory_seq_rm(memory, 0, start, best_at)
+        ):
+            self.clear()
+            return 0
+        llama_cpp.llama_memory_seq_add(memory, 0, best_at, end, -gap)
+        kept = start + best_run
+        self.seconds *= kept / len(held)
+        self.tokens = list(prompt[:kept])
+        self.shifted = True
+        if not self.in_step():
+            self.clear()
+            return 0
+        return kept
+
+    def prefill(
+        self,
+        prompt: Sequence[int],
+        report: GenerationReport,
+        chunk_seconds: float,
+    ) -> int:
+        """Process the prompt's tokens after those already held, in chunks with progress.
+
+        The sequence must hold a proper prefix of ``prompt`` (so the last prompt token is
+        processed here and its logits are ready for sampling). After each chunk the report's
+        ``prefill_done`` is updated. Chunks are sized from the measured rate so that each
+        takes about ``chunk_seconds``; 0 processes ``n_batch`` tokens per call, as
+        llama-cpp-python does.
+
+        Returns:
+            ``llama_decode``'s code: 0 when the prompt was processed; otherwise what ended it
+            (2: aborted by Stop). Whatever finished before that stays held, exactly.
+        """
+        decode = llama_cpp.llama_decode
+        get_one = llama_cpp.llama_batch_get_one
+        token_array = llama_cpp.llama_token
+        perf = time.perf_counter
+        n_batch = self._n_batch
+        total = len(prompt)
+        done = len(self.tokens)
+        if chunk_seconds > 0:
+            chunk = min(n_batch, int(self.rate * chunk_seconds) if self.rate else FIRST_CHUNK)
+        else:
+            chunk = n_batch
+        while done < total:
+            n = max(1, min(chunk, total - done))
+            part = prompt[done : done + n]
+            # The batch points into this array: it must live until llama_decode returns.
+            ids = (token_array * n)(*part)
+            started = perf()
+            if TRACE.recording:
+                with TRACE.span("prefill chunk", cat="engine", tokens=n, at=done):
+                    code = decode(self._ctx, get_one(ids, n))
+            else:
+                code = decode(self._ctx, get_one(ids, n))
+            elapsed = perf() - started
+            if code != 0:
+                self._resync(prompt, done, n, elapsed)
+                report.prefill_done = len(self.tokens)
+                return int(code)
+            self.tokens.extend(part)
+            self.seconds += elapsed
+            done += n
+            report.prefill_done = done
+            if elapsed > 0:
+                # A running estimate, weighted to the newest chunk: the rate falls as the
+                # prompt grows (attention over more positions).
+                measured = n / elapsed
+                self.rate = measured if not self.rate else 0.5 * (self.rate + measured)
+                if chunk_seconds > 0:
+                    chunk = max(MIN_CHUNK, min(n_batch, int(self.rate * chunk_seconds)))
+        return 0
+
+    def _resync(self, prompt: Sequence[int], done: int, n: int, elapsed: float) -> None:
+        """After a failed or aborted call: keep exactly what llama.cpp kept."""
+        end = self.position_end()
+        if done <= end <= done + n:
+            kept = end - done
+            self.tokens.extend(prompt[done:end])
+            self.seconds += elapsed * kept / n
+        else:  # llama.cpp holds something else than expected: start clean
+            self.clear()
