@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.engine.prompt_cache import (
     FORMAT_VERSION,
@@ -22,6 +24,7 @@ from app.engine.prompt_cache import (
     ModelIdentity,
     PromptCache,
     read_sequence,
+    shared_prefix,
     write_sequence,
 )
 
@@ -199,6 +202,15 @@ def test_stats_are_safe_from_other_threads(
     assert cache.stats().hits == 20
 
 
+@given(st.lists(st.integers(0, 3), max_size=60), st.lists(st.integers(0, 3), max_size=60))
+def test_shared_prefix_counts_the_leading_tokens_in_common(a: list[int], b: list[int]) -> None:
+    expected = 0
+    while expected < min(len(a), len(b)) and a[expected] == b[expected]:
+        expected += 1
+    assert shared_prefix(a, b) == expected
+    assert shared_prefix(a, a + b) == len(a)
+
+
 # --------------------------------------------------------------------------------- disk
 
 
@@ -245,7 +257,7 @@ def test_the_file_format(make_cache: Callable[..., PromptCache], folder: Path) -
     assert header["tokens"] == tokens(64)
     assert header["seconds"] == 2.5
     assert header["payload_length"] == 1000
-    assert {"created", "used", "payload_blake2b"} <= header.keys()
+    assert {"created", "used", "payload_sha256"} <= header.keys()
     assert data[16 + length + 32 :] == payload
 
 
@@ -267,6 +279,21 @@ def test_the_disk_keeps_the_least_recently_used_out_of_budget(
     assert cache.lookup("x", tokens(40, start=2000)) is None
     assert cache.lookup("x", tokens(40, start=1000)) is not None
     assert cache.lookup("x", tokens(40, start=3000)) is not None
+
+
+def test_smaller_budgets_apply_at_once(
+    make_cache: Callable[..., PromptCache], folder: Path
+) -> None:
+    cache = make_cache()
+    for i in range(3):
+        cache.put(f"c{i}", tokens(40, start=i * 100), state(10_000), 3.0)
+        written(cache, folder, i + 1)
+    cache.set_budgets(ram_budget=25_000, disk_budget=25_000)
+    stats = cache.stats()
+    assert (stats.entries, stats.bytes) == (2, 20_000)
+    assert stats.disk_entries == 2
+    assert len(cache_files(folder)) == 2
+    assert stats.disk_bytes <= 25_000
 
 
 def test_forget_removes_a_conversation_in_ram_and_on_disk(
@@ -298,6 +325,55 @@ def test_forget_right_after_put_leaves_no_file(
     assert not list(folder.glob(".*"))
 
 
+class StuckDisk:
+    """Holds the writer inside its fsync until released."""
+
+    def __init__(self, patch: pytest.MonkeyPatch) -> None:
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self._fsync = os.fsync
+        patch.setattr(os, "fsync", self.fsync)
+
+    def fsync(self, fd: int) -> None:
+        if threading.current_thread().name == "prompt-cache-writer":
+            self.entered.set()
+            assert self.gate.wait(10)
+        self._fsync(fd)
+
+
+def test_forget_during_a_write_leaves_no_file(
+    make_cache: Callable[..., PromptCache], folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = StuckDisk(monkeypatch)
+    cache = make_cache()
+    cache.put("a", tokens(40), state(1000), 3.0)
+    assert disk.entered.wait(10)  # the temporary file is being written
+    cache.forget("a")
+    disk.gate.set()
+    cache.close()
+    assert list(folder.iterdir()) == []
+
+
+def test_close_waits_a_bounded_time_for_a_stuck_disk(
+    make_cache: Callable[..., PromptCache],
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    disk = StuckDisk(monkeypatch)
+    cache = make_cache()
+    cache.put("a", tokens(40), state(1000), 3.0)
+    cache.put("b", tokens(40, start=100), state(1000), 3.0)
+    assert disk.entered.wait(10)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        started = time.monotonic()
+        cache.close()
+        assert time.monotonic() - started < 5
+    assert "dropped" in caplog.text
+    disk.gate.set()
+    wait_for(lambda: list(folder.iterdir()) == [])  # the stuck write is abandoned, b never starts
+
+
 def test_clear_removes_everything_but_files_that_are_not_ours(
     make_cache: Callable[..., PromptCache], folder: Path
 ) -> None:
@@ -327,23 +403,17 @@ def test_a_write_that_fails_is_logged_and_dropped(
 
 
 def test_put_does_not_wait_for_the_disk(
-    make_cache: Callable[..., PromptCache], folder: Path
+    make_cache: Callable[..., PromptCache], folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    disk = StuckDisk(monkeypatch)
     cache = make_cache()
-    gate = threading.Event()
-    original = os.fsync
-
-    def slow_fsync(fd: int) -> None:
-        gate.wait(10)
-        original(fd)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "fsync", slow_fsync)
-        cache.put("a", tokens(40), state(1000), 3.0)
-        cache.put("b", tokens(40, start=100), state(1000), 3.0)  # returns while a is stuck
-        assert cache.stats().entries == 2
-        gate.set()
-        written(cache, folder, 2)
+    cache.put("a", tokens(40), state(1000), 3.0)
+    assert disk.entered.wait(10)
+    cache.put("b", tokens(40, start=100), state(1000), 3.0)  # returns while a is stuck
+    assert cache.stats().entries == 2
+    assert cache.lookup("b", tokens(40, start=100)) is not None
+    disk.gate.set()
+    written(cache, folder, 2)
 
 
 # --------------------------------------------------------------------------------- bad files

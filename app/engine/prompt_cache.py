@@ -16,7 +16,7 @@ never used.
 File layout (all integers little-endian)::
 
     MAGIC (8 bytes) | format version (u32) | header length (u32) | header (UTF-8 JSON)
-    | blake2b-256 of everything before it (32 bytes) | payload (the sequence state)
+    | sha256 of everything before it (32 bytes) | payload (the sequence state)
 
 Files are named ``fgkv-<32 hex digits>.fgkv`` (the digits are a hash of the conversation id);
 the writer's temporary files ``.fgkv-<32 hex digits>.<pid>-<n>.tmp``. Other files in the folder
@@ -53,6 +53,13 @@ MAGIC = b"\x89FGKV\r\n\x1a"
 
 FORMAT_VERSION = 1
 """Version of the file layout and header fields; a file of any other version is removed."""
+
+DEFAULT_RAM_BUDGET = 1024 * 1024 * 1024
+"""1 GiB: about 35 conversations of 1,200 tokens with the bundled model, or two full 4k
+contexts of an 8B model (about 130 KB per token)."""
+
+DEFAULT_DISK_BUDGET = 4 * 1024 * 1024 * 1024
+"""4 GiB of cache files."""
 
 MIN_MATCH = 32
 """Shorter shared prefixes are not worth a restore (processing them takes well under 1 s)."""
@@ -369,6 +376,15 @@ class PromptCache:
                 for path in _our_files(self._disk_dir):
                     _remove(path)
 
+    def set_budgets(self, *, ram_budget: int, disk_budget: int) -> None:
+        """Change both budgets (from Settings); what no longer fits goes at once."""
+        with self._lock:
+            self._ram_budget = ram_budget
+            self._disk_budget = disk_budget
+            self._evict_ram()
+            if self._disk is not None:
+                self._evict_disk(keep=None)
+
     def stats(self) -> CacheStats:
         """The cache's figures; touches no file, so any thread (the UI's too) may call it."""
         with self._lock:
@@ -422,7 +438,7 @@ class PromptCache:
         if self._disk is not None:
             candidates += [d for d in self._disk.values() if d.conversation not in tried]
         for candidate in candidates:
-            matched = _common_prefix(candidate.tokens, query)
+            matched = shared_prefix(candidate.tokens, query)
             if matched < MIN_MATCH:
                 continue
             in_ram = isinstance(candidate, _Entry)
@@ -518,7 +534,7 @@ class PromptCache:
         length = header.get("payload_length")
         if type(length) is not int or length <= 0:
             raise _BadFileError("no valid payload length")
-        if not isinstance(header.get("payload_blake2b"), str):
+        if not isinstance(header.get("payload_sha256"), str):
             raise _BadFileError("no payload checksum")
 
     def _read_payload(self, candidate: _DiskEntry) -> bytes | None:
@@ -537,7 +553,7 @@ class PromptCache:
                 payload = f.read(length)
             if len(payload) != length:
                 raise _BadFileError("truncated")
-            if _payload_digest(payload) != header["payload_blake2b"]:
+            if _payload_digest(payload) != header["payload_sha256"]:
                 raise _BadFileError("payload checksum mismatch")
         except _BadFileError as exc:
             log.warning("Prompt cache: removed %s: %s", path.name, exc)
@@ -627,7 +643,7 @@ class PromptCache:
             "created": entry.created,
             "used": now,
             "payload_length": len(entry.state),
-            "payload_blake2b": _payload_digest(entry.state),
+            "payload_sha256": _payload_digest(entry.state),
         }
         head = _encode_header(header)
         size = len(head) + len(entry.state)
@@ -697,13 +713,13 @@ def _our_files(folder: Path) -> list[Path]:
 
 
 def _payload_digest(payload: bytes) -> str:
-    return hashlib.blake2b(payload, digest_size=32).hexdigest()
+    return hashlib.sha256(payload).hexdigest()
 
 
 def _encode_header(header: dict[str, Any]) -> bytes:
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     preamble = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(text))
-    check = hashlib.blake2b(preamble + text, digest_size=_DIGEST_BYTES).digest()
+    check = hashlib.sha256(preamble + text).digest()
     return preamble + text + check
 
 
@@ -721,7 +737,7 @@ def _parse_header(f: Any, size: int) -> tuple[dict[str, Any], int]:
         raise _BadFileError("truncated header")
     text = f.read(length)
     check = f.read(_DIGEST_BYTES)
-    if hashlib.blake2b(preamble + text, digest_size=_DIGEST_BYTES).digest() != check:
+    if hashlib.sha256(preamble + text).digest() != check:
         raise _BadFileError("header checksum mismatch")
     try:
         header = json.loads(text)
@@ -732,12 +748,17 @@ def _parse_header(f: Any, size: int) -> tuple[dict[str, Any], int]:
     return header, _PREAMBLE.size + length + _DIGEST_BYTES
 
 
-def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """Length of the shared prefix; slices compare in C, so this is fast for long prompts."""
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` have in common.
+
+    A binary search over slices, compared in C: about 20 comparisons for a long prompt
+    instead of a Python loop over every token.
+    """
+    a, b = tuple(a), tuple(b)
     low, high = 0, min(len(a), len(b))
     if a[:high] == b[:high]:
         return high
-    while low < high:  # invariant: a[:low] == b[:low] and a[:high] != b[:high]
+    while low < high:  # the answer lies in [low, high]
         middle = (low + high + 1) // 2
         if a[:middle] == b[:middle]:
             low = middle
