@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine import EngineOptions, ModelLoadError
 from app.engine.llama import open_llama
 from app.engine.model_card import ModelCard, find_models, read_model_card, short_count
 from app.flow.session import ChatSession, ModelState
-from app.main import describe_models
+from app.ui.app_dialogs import describe_models
 from app.ui.model_library import ModelLibrary
 from tests.conftest import Loop, run_until
 
@@ -124,3 +127,49 @@ def test_ten_model_switches_give_the_memory_back(
     assert loaded[-1] == model_path
     assert after <= baseline * 1.10, f"{baseline:.0f} MB after the first load, {after:.0f} after"
     print(f"RSS {baseline:.0f} MB after the first load, {after:.0f} MB after 10 switches")
+
+
+def test_the_library_lists_every_other_file_whatever_one_of_them_is(
+    loop: Loop, qtbot: QtBot, tmp_path: Path
+) -> None:
+    from tests.test_model_file import TEMPLATE, write_gguf
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    os.mkfifo(folder / "a-pipe.gguf")
+    (folder / "b-null.gguf").symlink_to("/dev/null")
+    write_gguf(folder / "c-odd.gguf", {"general.name": b"Odd \xff name", "x": TEMPLATE})
+    (folder / "d-truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00\x01")
+    write_gguf(folder / "e-fine.gguf", {"general.name": "<b>Fine</b>"})
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(folder / "f-socket.gguf"))
+    try:
+        library = ModelLibrary(None)
+        qtbot.addWidget(library)
+        loop.run_until_complete(
+            asyncio.wait_for(describe_models(library, [folder], [folder / "a-pipe.gguf"]), 30)
+        )
+    finally:
+        server.close()
+    assert library.paths() == [folder / "c-odd.gguf", folder / "e-fine.gguf"]
+    names = [library.table.item(row, 0).text() for row in range(2)]  # type: ignore[union-attr]
+    assert names == ["Odd \ufffd name", "<b>Fine</b>"]
+    problems = library.problems.text().splitlines()
+    assert len(problems) == 4
+    assert "a-pipe.gguf is a named pipe" in problems[0]
+    assert "/dev/null is a device" in problems[1]  # the link, resolved
+    assert "d-truncated.gguf cannot be read" in problems[2]
+    assert "f-socket.gguf is a socket" in problems[3]
+
+
+def test_file_names_and_metadata_are_never_markup(qtbot: QtBot, tmp_path: Path) -> None:
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    library.add_problem("<img src='x.png'> <b>bold</b>.gguf is not a GGUF model file.")
+    assert library.problems.textFormat() is Qt.TextFormat.PlainText
+    library.add_card(card(tmp_path / "<i>x</i>.gguf", "<a href='file:///'>name</a>"))
+    item = library.table.item(0, 0)
+    assert item is not None
+    assert item.text() == "<a href='file:///'>name</a>"
+    assert "&lt;i&gt;x&lt;/i&gt;.gguf" in item.toolTip()
+    assert "<i>" not in item.toolTip()

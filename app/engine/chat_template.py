@@ -57,6 +57,10 @@ tokens), far below what would strain memory."""
 MEMORY_BUDGET_BYTES = 512 * 2**20
 """How much the process may grow while a template renders."""
 
+INTEGER_BUDGET_BITS = 2**20
+"""The largest integer a template may compute (about 315,000 digits): multiplying two
+numbers near it already takes a noticeable while, in one C call the trace cannot enter."""
+
 _TIME_CHECK_EVERY = 64
 """Trace events between two looks at the clock (the stop flag is read at every event)."""
 
@@ -245,7 +249,7 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
         budget = self.size_budget
         if operator_name == "*":
             if isinstance(left, int) and isinstance(right, int):
-                if left.bit_length() + right.bit_length() > budget:
+                if left.bit_length() + right.bit_length() > INTEGER_BUDGET_BITS:
                     self.refuse()
             elif isinstance(left, int) or isinstance(right, int):
                 count, other = (left, right) if isinstance(left, int) else (right, left)
@@ -256,7 +260,7 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
                 isinstance(left, int)
                 and isinstance(right, int)
                 and abs(left) > 1
-                and right * left.bit_length() > budget
+                and right * left.bit_length() > INTEGER_BUDGET_BITS
             ):
                 self.refuse()
         elif operator_name == "%" and isinstance(left, str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -28,6 +29,11 @@ def _size(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def _plain_tooltip(text: str) -> str:
+    """``text`` as a tooltip that shows it as it is (Qt guesses rich text in tooltips)."""
+    return f"<p style='white-space:pre'>{html.escape(text)}</p>"
 
 
 class ModelLibrary(QDialog):
@@ -66,6 +72,8 @@ class ModelLibrary(QDialog):
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.cellDoubleClicked.connect(lambda row, _: self._open_row(row))
         self.problems = QLabel()
+        # File names and header strings come from files anyone can make: never markup.
+        self.problems.setTextFormat(Qt.TextFormat.PlainText)
         self.problems.setWordWrap(True)
         self.problems.hide()
         self.open_button = QPushButton(self.tr("Open"))
@@ -104,7 +112,7 @@ class ModelLibrary(QDialog):
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
             item.setData(PATH_ROLE, str(card.path))
-            item.setToolTip(str(card.path))
+            item.setToolTip(_plain_tooltip(str(card.path)))
             self.table.setItem(row, column, item)
         if in_use or self.table.currentRow() < 0:
             self.table.selectRow(row)
