@@ -150,6 +150,18 @@ def test_a_prefix_shorter_than_the_minimum_is_no_hit(
     assert cache.lookup("a", prompt) is not None
 
 
+def test_only_a_prefix_longer_than_what_the_caller_holds_is_a_hit(
+    make_cache: Callable[..., PromptCache],
+) -> None:
+    cache = make_cache(disk_dir=None)
+    prompt = tokens(100)
+    cache.put("a", prompt[:60], state(10), 6.0)
+    assert cache.lookup("a", prompt, longer_than=60) is None
+    assert cache.lookup("a", prompt, longer_than=59) is not None
+    assert (cache.stats().hits, cache.stats().misses) == (1, 1)
+    assert cache.stats().saved_seconds == pytest.approx(6.0)
+
+
 def test_on_a_tie_the_same_conversation_wins(make_cache: Callable[..., PromptCache]) -> None:
     cache = make_cache(disk_dir=None)
     prompt = tokens(100)

@@ -305,20 +305,29 @@ class PromptCache:
                 if previous is None:
                     self._queue.put(("write", conversation))
 
-    def lookup(self, conversation: str, tokens: Sequence[int]) -> CacheHit | None:
+    def lookup(
+        self, conversation: str, tokens: Sequence[int], *, longer_than: int = 0
+    ) -> CacheHit | None:
         """The entry sharing the longest prefix (at least :data:`MIN_MATCH` tokens) with ``tokens``.
 
         RAM is searched along with the folder's index; on a tie the same conversation wins, then
         RAM. A file is read and checked in full before it is returned: a bad one is removed,
         logged, and the next best entry tried. A hit from disk is also kept in RAM when that
         conversation has nothing there.
+
+        Args:
+            conversation: The conversation the prompt belongs to.
+            tokens: The prompt's token ids.
+            longer_than: How many prompt tokens the caller already holds: only an entry
+                sharing more counts as a hit (so hits and saved seconds count what was used).
         """
         query = tuple(tokens)
+        least = max(MIN_MATCH, longer_than + 1)
         self._ensure_disk_index()
         tried: set[str] = set()
         while True:
             with self._lock:
-                best = self._best_candidate(conversation, query, tried)
+                best = self._best_candidate(conversation, query, least, tried)
                 if best is None:
                     self._misses += 1
                     return None
@@ -430,7 +439,7 @@ class PromptCache:
             self._ram_bytes -= len(old.state)
 
     def _best_candidate(
-        self, conversation: str, query: tuple[int, ...], tried: set[str]
+        self, conversation: str, query: tuple[int, ...], least: int, tried: set[str]
     ) -> tuple[int, _Entry | _DiskEntry] | None:
         best: tuple[int, _Entry | _DiskEntry] | None = None
         best_rank: tuple[int, bool, bool, float] | None = None
@@ -439,7 +448,7 @@ class PromptCache:
             candidates += [d for d in self._disk.values() if d.conversation not in tried]
         for candidate in candidates:
             matched = shared_prefix(candidate.tokens, query)
-            if matched < MIN_MATCH:
+            if matched < least:
                 continue
             in_ram = isinstance(candidate, _Entry)
             recency = candidate.created if isinstance(candidate, _Entry) else candidate.used
