@@ -90,15 +90,15 @@ def recreate(old: sqlite3.Connection, path: Path) -> Recreated:
         complete = False
     with contextlib.suppress(sqlite3.Error):
         old.close()
+    # The old file's log and index stay behind when it was deleted or replaced on its own (as
+    # `rm` or `mv` do); everything in them was copied above. Left there, a new file at the
+    # same path, or the one that replaced it, would read them as its own.
+    for suffix in _COMPANIONS:
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
     aside = None
     if os.path.lexists(path):
         aside = aside_path(path, "replaced")
-        move_aside(path, aside)
-    else:
-        # The deleted file's own log and index, if they were left: a new file at the same
-        # path would read them as its own.
-        for suffix in _COMPANIONS:
-            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        os.replace(path, aside)
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = connect(path)
     try:
