@@ -252,6 +252,22 @@ def test_entries_worth_it_are_written_and_found_after_a_restart(
     assert hit.source == "memory"
 
 
+def test_a_state_put_back_unchanged_is_not_written_again(
+    make_cache: Callable[..., PromptCache], folder: Path
+) -> None:
+    cache = make_cache()
+    cache.put("a", tokens(40), state(10_000), 3.0)
+    written(cache, folder, 1)
+    (file,) = cache_files(folder)
+    inode = file.stat().st_ino
+    cache.put("a", tokens(40), state(10_000), 3.0)
+    cache.put("b", tokens(40, start=100), state(10_000), 3.0)
+    written(cache, folder, 2)  # the writer went past a's turn
+    assert file.stat().st_ino == inode
+    cache.put("a", tokens(41), state(10_000), 3.0)
+    wait_for(lambda: file.stat().st_ino != inode)
+
+
 def test_the_file_format(make_cache: Callable[..., PromptCache], folder: Path) -> None:
     cache = make_cache()
     payload = os.urandom(1000)

@@ -32,6 +32,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import re
@@ -288,7 +289,9 @@ class PromptCache:
         """
         if not tokens or not state:
             return
-        entry = _Entry(conversation, tuple(tokens), state, max(0.0, seconds), time.time())
+        seconds = seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+        # int(): ids from numpy arrays would not serialise to the JSON header.
+        entry = _Entry(conversation, tuple(map(int, tokens)), state, seconds, time.time())
         with self._lock:
             self._drop_ram(conversation)
             if len(state) <= self._ram_budget:
@@ -300,10 +303,28 @@ class PromptCache:
                 and not self._closed
                 and entry.seconds >= self._disk_min_seconds
             ):
+                if self._on_disk_already(entry):
+                    # A restored state put back unchanged (the user switched away again):
+                    # no need to write 30 MB or more again, only to count it as used.
+                    self._queue.put(("touch", conversation))
+                    return
                 previous = self._pending.get(conversation)
                 self._pending[conversation] = _WriteJob(entry)
                 if previous is None:
                     self._queue.put(("write", conversation))
+
+    def _on_disk_already(self, entry: _Entry) -> bool:
+        """Whether the folder holds or will hold these very tokens for this conversation."""
+        conversation, tokens = entry.conversation, entry.tokens
+        stored = self._disk.get(conversation) if self._disk is not None else None
+        pending = self._pending.get(conversation)
+        flying = self._in_flight
+        if pending is not None:
+            # A pending write of other tokens would overwrite the file; this one replaces it.
+            return pending.entry.tokens == tokens
+        if flying is not None and flying.entry.conversation == conversation:
+            return flying.entry.tokens == tokens and not flying.cancelled
+        return stored is not None and stored.tokens == tokens
 
     def lookup(
         self, conversation: str, tokens: Sequence[int], *, longer_than: int = 0
