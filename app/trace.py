@@ -274,7 +274,12 @@ def trace_events(
     out: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "Floodgate"}}
     ]
-    for sort_index, (tid, name) in enumerate(sorted(thread_names.items())):
+    events = list(events)
+    # Only threads with events get a track: a thread named in an earlier recording and idle
+    # (or gone) in this one would otherwise be an empty row in the viewer.
+    used = {event[5] for event in events if event[0] != "C"}
+    named = sorted((tid, name) for tid, name in thread_names.items() if tid in used)
+    for sort_index, (tid, name) in enumerate(named):
         out.append(
             {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
         )
