@@ -611,7 +611,7 @@ def test_the_model_identity_is_the_content_not_the_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.model
-def test_a_sequence_state_round_trips_to_identical_logits(model_path: Path) -> None:
+def test_a_sequence_state_round_trips_to_identical_logits(model_path: Path, folder: Path) -> None:
     import llama_cpp
 
     llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=512, n_threads=1, verbose=False)
@@ -641,6 +641,28 @@ def test_a_sequence_state_round_trips_to_identical_logits(model_path: Path) -> N
         llm.n_tokens = len(prefix)
         assert next_logits() == before
         assert read_sequence(ctx) != saved  # now holds the last token too
+
+        # Through the cache's folder and a new cache on it, as after a restart.
+        first = PromptCache(
+            ModelIdentity.of(model_path, 512),
+            ram_budget=0,
+            disk_dir=folder,
+            disk_budget=256 * MB,
+        )
+        first.put("a", prefix, saved, 3.0)
+        written(first, folder, 1)
+        first.close()
+        again = PromptCache(
+            ModelIdentity.of(model_path, 512), ram_budget=0, disk_dir=folder, disk_budget=256 * MB
+        )
+        hit = again.lookup("a", prompt)
+        again.close()
+        assert hit is not None
+        assert hit.source == "disk"
+        llm.reset()  # type: ignore[no-untyped-call]
+        assert write_sequence(ctx, hit.state)
+        llm.n_tokens = len(prefix)
+        assert next_logits() == before
 
         assert not write_sequence(ctx, b"not a state" * 100)
         memory = llama_cpp.llama_get_memory(ctx)

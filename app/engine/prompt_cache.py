@@ -276,6 +276,11 @@ class PromptCache:
 
     # ----------------------------------------------------------------------------- the API
 
+    @property
+    def identity(self) -> ModelIdentity:
+        """The model and runtime this cache's entries belong to."""
+        return self._identity
+
     def put(self, conversation: str, tokens: Sequence[int], state: bytes, seconds: float) -> None:
         """Keep ``state`` as the newest entry of ``conversation``; never waits for the disk.
 
