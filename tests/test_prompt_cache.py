@@ -6,7 +6,10 @@ import ctypes
 import json
 import logging
 import os
+import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -565,6 +568,42 @@ def test_a_bad_file_is_never_used_but_removed_and_logged(
     assert hit.tokens == tuple(tokens(100) + [9999] * 20)  # the good one
     assert [p.name for p in folder.iterdir()] == [good.name]  # the bad one removed
     assert "Prompt cache: removed" in caplog.text
+    assert cache.stats().disk_entries == 1
+
+
+KILLED_WRITER = """
+import os, sys, threading
+from pathlib import Path
+from app.engine.prompt_cache import ModelIdentity, PromptCache
+os.fsync = lambda fd: threading.Event().wait()  # the disk never confirms: killed mid-write
+identity = ModelIdentity("ab" * 32, 2048, 1, 1, "llama-cpp-python test")
+cache = PromptCache(identity, ram_budget=0, disk_dir=Path(sys.argv[1]), disk_budget=2**30)
+cache.put("killed", list(range(1, 201)), os.urandom(3_000_000), 9.0)
+threading.Event().wait()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs kill -9")
+def test_a_write_killed_half_way_is_removed_and_the_rest_is_used(
+    make_cache: Callable[..., PromptCache], folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_good_file(folder, "good")
+    project = Path(__file__).resolve().parent.parent
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(folder)], cwd=project, env={**os.environ}
+    )
+    try:
+        wait_for(lambda: any(p.stat().st_size > 1_000_000 for p in folder.glob(".fgkv-*.tmp")))
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert len(cache_files(folder)) == 1
+
+    cache = make_cache()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert cache.lookup("killed", list(range(1, 201))) is not None  # the good one
+    assert "half-written" in caplog.text
+    assert [p.name for p in folder.iterdir()] == [p.name for p in cache_files(folder)]
     assert cache.stats().disk_entries == 1
 
 
