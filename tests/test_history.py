@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.archive import Archive
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Conversation
+from app.store.exchange import to_json
 from app.ui.main_window import MainWindow
 from app.ui.rows import HeaderRow
 from tests.conftest import Loop, run_for, run_until
@@ -377,14 +379,18 @@ def test_a_long_conversation_is_built_in_slices_and_a_new_prompt_lands_last(
         long.add("assistant", f"answer {i}\n\n- a point\n- another point\n")
     loop.run_until_complete(archive.call(archive.database.save_all, long))
     window = fast_window(opened, qtbot)
-    window._renderer.budget = 0.0  # one message per slice
+    window.transcript.renderer.budget = 0.0  # one message per slice
     assert loop.run_until_complete(session.open_conversation(long.id))
     assert window.rendering  # the window is not held until all 80 messages are built
     run_until(loop, lambda: not window.rendering)
     text = window.view.toPlainText()
     assert text.index("question 0") < text.index("answer 39")
 
-    assert loop.run_until_complete(session.new_conversation()) is None
+    loop.run_until_complete(session.new_conversation())
+    assert session.conversation.id != long.id
+    assert session.conversation.messages == []
+    run_until(loop, lambda: not window.rendering)
+    assert "question 0" not in window.view.toPlainText()  # the view was cleared
     assert loop.run_until_complete(session.open_conversation(long.id))
     assert window.rendering
     backend.enqueue(["the newest answer"])
@@ -397,3 +403,74 @@ def test_a_long_conversation_is_built_in_slices_and_a_new_prompt_lands_last(
         < text.index("the newest answer")
     )
     assert not window.rendering
+
+
+# -- imports: a bad file never touches the current conversation; any text is stored ------------
+
+
+def test_a_json_bad_half_way_leaves_the_current_conversation_untouched(
+    loop: Loop, opened: Opened, tmp_path: Path
+) -> None:
+    session, backend, _, path = opened
+    backend.rate = 0
+    session.send("What I was doing")
+    finish(loop, session)
+    before = [(m.role, m.content) for m in session.conversation.messages]
+    shown = session.conversation.id
+    other = Conversation()
+    for n in range(10):
+        other.add("user", f"imported question {n}")
+        other.add("assistant", f"imported answer {n}")
+    document = json.loads(to_json(other))
+    document["messages"][13]["parent_id"] = "not in the file"  # half-way down
+    (tmp_path / "half.json").write_text(json.dumps(document), encoding="utf-8")
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    assert not loop.run_until_complete(session.import_conversation(tmp_path / "half.json"))
+    assert notices == [
+        "half.json could not be imported: message 14 follows a message that is not in the file"
+    ]
+    assert session.conversation.id == shown
+    assert [(m.role, m.content) for m in session.conversation.messages] == before
+    loop.run_until_complete(session.archive.flush())  # type: ignore[union-attr]
+    assert len(saved(path)) == 2  # nothing of the import reached the file
+    assert len(loop.run_until_complete(session.list_conversations())) == 1
+
+
+def test_an_imported_lone_surrogate_is_stored_and_chatting_goes_on(
+    loop: Loop, opened: Opened, tmp_path: Path
+) -> None:
+    # Issue 16: such a file killed the import half-way, and every later prompt failed.
+    session, backend, _, path = opened
+    backend.rate = 0
+    other = Conversation()
+    other.add("user", "a question")
+    other.add("assistant", "an answer")
+    document = json.loads(to_json(other))
+    document["messages"][1]["content"] = "an answer with \ud800 inside"
+    text = json.dumps(document)  # escapes: the file holds \ud800
+    assert "\\ud800" in text
+    (tmp_path / "surrogate.json").write_text(text, encoding="utf-8")
+    assert loop.run_until_complete(session.import_conversation(tmp_path / "surrogate.json"))
+    backend.enqueue(["still answering"])
+    session.send("and after?")
+    finish(loop, session)
+    assert saved(path)[-3:] == [
+        ("assistant", "complete", "an answer with \ufffd inside"),
+        ("user", "complete", "and after?"),
+        ("assistant", "complete", "still answering"),
+    ]
+    assert session.archive is not None
+    assert not session.archive.failing
+
+
+def test_a_reply_with_a_lone_surrogate_is_saved_whole(loop: Loop, opened: Opened) -> None:
+    # Issue 16: the reply stayed in SQLite as "" with status streaming.
+    session, backend, _, path = opened
+    backend.rate = 0
+    backend.enqueue(["model output ", "\udc80", " goes on"])
+    session.send("say something odd")
+    finish(loop, session)
+    assert saved(path)[-1] == ("assistant", "complete", "model output \ufffd goes on")
+    assert session.archive is not None
+    assert not session.archive.failing
