@@ -226,6 +226,51 @@ def test_shared_prefix_counts_the_leading_tokens_in_common(a: list[int], b: list
     assert shared_prefix(a, a + b) == len(a)
 
 
+def test_many_threads_at_once_leave_a_consistent_cache(
+    make_cache: Callable[..., PromptCache], folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = 20_000
+    cache = make_cache(ram_budget=5 * size, disk_budget=8 * (size + 2_000))
+    failures: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for step in range(150):
+                name = f"c{(seed * 7 + step) % 12}"
+                start = ((seed + step) % 12) * 1000
+                action = (seed + step * 3) % 10
+                if action < 5:
+                    cache.put(name, tokens(40 + step % 5, start=start), state(size, seed), 3.0)
+                elif action < 8:
+                    cache.lookup(name, tokens(50, start=start))
+                elif action == 8:
+                    cache.forget(name)
+                elif step % 50 == 0:
+                    cache.clear()
+                stats = cache.stats()
+                assert stats.bytes == stats.entries * size
+                assert stats.bytes <= 5 * size
+        except BaseException as exc:  # reported below, with the thread's traceback
+            failures.append(exc)
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        cache.close()
+        assert failures == []
+        # A slow disk may leave writes in flight past close(): let them end before listing.
+        wait_for(lambda: all(t.name != "prompt-cache-writer" for t in threading.enumerate()))
+        again = make_cache()
+        assert again.lookup("none", tokens(40, start=99_000)) is None  # lists the folder
+    assert again.stats().disk_entries == len(cache_files(folder))
+    assert again.stats().disk_bytes <= 8 * (size + 2_000)
+    assert not list(folder.glob(".*"))
+    assert "removed" not in caplog.text  # no file was bad or left half-written
+
+
 # --------------------------------------------------------------------------------- disk
 
 
@@ -657,9 +702,9 @@ def test_a_sequence_state_round_trips_to_identical_logits(model_path: Path, fold
     try:
         ctx = llm._ctx.ctx
         n_vocab = llm.n_vocab()
-        text = "The quick brown fox jumps over the lazy dog. " * 12
+        text = "The quick brown fox jumps over the lazy dog. " * 5
         prompt = llm.tokenize(text.encode())
-        assert len(prompt) > 100
+        assert len(prompt) > 40
         prefix, last = prompt[:-1], prompt[-1]
 
         def next_logits() -> list[float]:
@@ -670,7 +715,9 @@ def test_a_sequence_state_round_trips_to_identical_logits(model_path: Path, fold
         llm.reset()  # type: ignore[no-untyped-call]
         llm.eval(prefix)
         saved = read_sequence(ctx)
-        assert len(saved) > 10_000 * len(prefix) // 10  # a real KV cache, not a stub
+        assert len(saved) > 10_000 * len(
+            prefix
+        )  # a real KV cache (about 23 KB a token), not a stub
         before = next_logits()
 
         # Something else in the sequence, as when another conversation ran meanwhile.
