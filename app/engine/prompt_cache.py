@@ -448,9 +448,11 @@ class PromptCache:
             self._queue.put(("stop", ""))
             self._writer.join(CLOSE_WAIT_SECONDS)
             if self._writer.is_alive():
-                log.warning("Prompt cache: writes still pending at close were dropped")
                 with self._lock:
+                    dropped = len(self._pending) + (self._in_flight is not None)
                     self._cancel_writes(None)
+                if dropped:
+                    log.warning("Prompt cache: %d writes still pending at close dropped", dropped)
 
     # ----------------------------------------------------------------------------- RAM
 
