@@ -51,7 +51,7 @@ FRAME_BUDGET_MS: Final = 1000 / 60
 HOVER_REACH_S: Final = 0.4
 """How near (seconds) the pointer must be to a marker for the hover text to name it."""
 
-LANES: Final = 3
+LANES: Final = 4
 """Rows of the events lane: moments close in time get their names on different rows."""
 
 _PRIORITY: Final = {
@@ -152,7 +152,8 @@ class Timeline(QWidget):
         for plot in self.plots[1:]:
             plot.setXLink(self.lane_plot)
         self.ms_plot.showAxis("bottom")
-        self.graphics.ci.layout.setRowFixedHeight(0, 16 * LANES + 6)
+        line_height = QFontMetricsF(self._label_font).height()
+        self.graphics.ci.layout.setRowFixedHeight(0, math.ceil((line_height + 3) * LANES) + 4)
         self.lane_plot.enableAutoRange(axis="y", enable=False)
         self.lane_plot.setLimits(yMin=None)
         self.lane_plot.setYRange(-0.5, LANES - 0.5, padding=0)
@@ -293,9 +294,14 @@ class Timeline(QWidget):
         style = Qt.PenStyle.SolidLine if name in (REPLY_START, REPLY_END) else Qt.PenStyle.DashLine
         for line in lines:
             line.setPen(pg.mkPen(color, width=1, style=style))
+        # The name sits on the lane's background, so the lines it crosses do not cut it.
+        backdrop = QColor(self.palette().color(QPalette.ColorRole.Base))
+        backdrop.setAlpha(220)
         for key, label in self._marker_labels.items():
             if key[1] == name:
                 label.setColor(color)
+                label.fill = pg.mkBrush(backdrop)
+                label.update()
 
     def _marker_color(self, name: str) -> str:
         colors = self.colors
@@ -418,6 +424,10 @@ class Timeline(QWidget):
             lines.append(line)
         label = pg.TextItem(self._marker_name(event), anchor=(0, 0.5))
         label.setFont(self._label_font)
+        # No margin round the text, so the lane's rows hold it without overlapping; above
+        # every marker line, so no line cuts through a name.
+        label.textItem.document().setDocumentMargin(0)
+        label.setZValue(10)
         self.lane_plot.addItem(label, ignoreBounds=True)
         self._markers[key] = lines
         self._marker_events[key] = event

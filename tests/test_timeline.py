@@ -1,0 +1,319 @@
+"""The live timeline in the diagnostics panel, and the trace recording the window drives."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QWidget
+from pytestqt.qtbot import QtBot
+
+from app.engine import GenerationReport, StopSignal
+from app.flow.metrics import (
+    COMPUTATION_ENDED,
+    FIRST_TOKEN,
+    PROMPT_PROCESSING,
+    REPLY_END,
+    REPLY_START,
+    STOP_PRESSED,
+    CacheFigures,
+    FlowMetrics,
+    ReplyFigures,
+)
+from app.trace import Tracer, check_trace
+from app.ui.diagnostics import NO_VALUE, DiagnosticsPanel
+from app.ui.theme import apply_theme, contrast
+from app.ui.timeline import WINDOW_SECONDS, Timeline
+from app.ui.trace_recording import TraceRecording
+
+STEP = 0.125
+
+
+@pytest.fixture(params=["light", "dark"])
+def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[str]:
+    """Each test in both themes, set the way the app sets them; the palette is put back."""
+    saved_palette, saved_style = QPalette(qapp.palette()), qapp.style().name()
+    apply_theme(qapp, request.param)
+    yield str(request.param)
+    qapp.setStyle(saved_style)
+    qapp.setPalette(saved_palette)
+
+
+@pytest.fixture
+def timeline(qtbot: QtBot, theme: str) -> Timeline:
+    widget = Timeline(FlowMetrics(queue_bound=16))
+    qtbot.addWidget(widget)
+    widget.resize(480, 420)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def play_reply(timeline: Timeline, start: float) -> dict[str, float]:
+    """A reply in readings 1/8 s apart: prompt, tokens at 80/s, backpressure, Stop."""
+    m = timeline.metrics
+    report, stop = GenerationReport(), StopSignal()
+    # As the session does it: a new reply's figures, its report and its stop signal.
+    m.reply, m.report, m.stop_signal = ReplyFigures(sent_at=start), report, stop
+    moments = {"start": start}
+    report.prompt_tokens, report.prefill_started_at = 400, start + 0.1
+    for step in range(1, 81):
+        now = start + step * STEP
+        if step == 4:
+            report.prefill_done = 200  # halfway through the prompt
+        if step == 8:
+            report.prefill_done, report.prefill_ended_at = 400, now
+            moments["prefill end"] = now
+        if step > 8:
+            m.reply.pieces_shown += 10  # 10 pieces each 1/8 s: 80 tokens/s
+            if m.reply.first_shown_at is None:
+                m.reply.first_shown_at = now
+            m.frame_cost_ms.add(2.0)
+            m.loop_lag_ms.add(1.0 if step != 30 else 40.0)  # one late frame
+            m.queue_depth = 4
+        if 40 <= step < 60:
+            m.backpressure_waits += 1  # the window fell behind: the worker waited
+        if step == 70:
+            stop.set()
+            stop.set_at = now
+            report.compute_ended_at = now + 0.01
+            moments["stop"] = now
+        timeline.tick(now)
+    m.end_reply()
+    timeline.tick(start + 81 * STEP)
+    return moments
+
+
+def curve(item: object) -> tuple[np.ndarray, np.ndarray]:
+    x, y = item.getData()  # type: ignore[attr-defined]
+    return np.asarray(x), np.asarray(y)
+
+
+def test_the_timeline_plots_the_flow_against_time(timeline: Timeline, qtbot: QtBot) -> None:
+    start = time.perf_counter() + 1  # after the reading taken when shown
+    play_reply(timeline, start)
+    x, rate = curve(timeline.tokens_curve)
+    assert len(x) == 82  # the reading at show, then the reply's
+    assert np.all(np.diff(x) > 0)
+    steady = rate[(x > start + 3) & (x < start + 8)]
+    assert np.allclose(steady, 80, rtol=0.05)
+    _, depth = curve(timeline.queue_curve)
+    _, bound = curve(timeline.bound_curve)
+    assert set(bound[1:]) == {16}
+    at_bound = (x >= start + 40 * STEP) & (x < start + 60 * STEP)
+    assert np.all(depth[at_bound] == 16)  # backpressure: the depth reaches the bound line
+    assert np.all(depth[(x > start + 10 * STEP) & (x < start + 39 * STEP)] == 4)
+    _, lag = curve(timeline.lag_curve)
+    assert np.nanmax(lag) == 40.0
+    assert math.isnan(curve(timeline.frame_curve)[1][2])  # no frames during the prompt: a gap
+    view = timeline.lane_plot.viewRange()[0]
+    assert view[1] == pytest.approx(start + 81 * STEP)
+    assert view[1] - view[0] == pytest.approx(WINDOW_SECONDS)
+
+
+def test_the_reply_moments_are_marked_and_named(timeline: Timeline, qtbot: QtBot) -> None:
+    start = time.perf_counter() + 1  # after the reading taken when shown
+    moments = play_reply(timeline, start)
+    names = {key[1] for key in timeline._markers}
+    assert names == {
+        REPLY_START,
+        PROMPT_PROCESSING,
+        "prompt processed",
+        FIRST_TOKEN,
+        STOP_PRESSED,
+        COMPUTATION_ENDED,
+        REPLY_END,
+    }
+    stop_lines = next(lines for key, lines in timeline._markers.items() if key[1] == STOP_PRESSED)
+    assert len(stop_lines) == len(timeline.plots)  # one line across every plot
+    assert all(line.value() == pytest.approx(moments["stop"]) for line in stop_lines)
+    shown = {label.toPlainText() for label in timeline._marker_labels.values() if label.isVisible()}
+    # Stop and what followed it are always named; the lane has room for them.
+    assert {STOP_PRESSED, COMPUTATION_ENDED} <= shown
+    # Names that are shown never overlap on one row of the lane.
+    boxes = [
+        label.sceneBoundingRect() for label in timeline._marker_labels.values() if label.isVisible()
+    ]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.intersects(b) or a.intersected(b).width() < 1
+
+
+def test_a_prompt_being_processed_is_a_band_with_its_progress(
+    timeline: Timeline, qtbot: QtBot
+) -> None:
+    m = timeline.metrics
+    report = GenerationReport(prompt_tokens=1000, prefill_done=250)
+    m.begin_reply(report, StopSignal())
+    report.prefill_started_at = time.perf_counter() - 1
+    timeline.tick()
+    band = timeline.prefill_bands[0]
+    assert band.isVisible()
+    assert band.getRegion()[0] == pytest.approx(report.prefill_started_at)
+    assert timeline.prefill_label.isVisible()
+    assert "250 / 1000" in timeline.prefill_label.toPlainText()
+    assert "25 %" in timeline.prefill_label.toPlainText()
+    report.prefill_done, report.prefill_ended_at = 1000, time.perf_counter()
+    timeline.tick()
+    assert not timeline.prefill_label.isVisible()
+    assert band.getRegion()[1] == pytest.approx(report.prefill_ended_at)
+
+
+def test_hovering_shows_the_values_under_the_pointer(timeline: Timeline, qtbot: QtBot) -> None:
+    start = time.perf_counter() + 1  # after the reading taken when shown
+    moments = play_reply(timeline, start)
+    now = start + 81 * STEP
+    timeline.hover_at(start + 50 * STEP - now)
+    assert "80.0 tokens/s" in timeline.hover_text
+    assert "queue 16 / 16" in timeline.hover_text
+    assert "frame 2.0 ms" in timeline.hover_text
+    assert timeline.hover_lines[0].isVisible()
+
+    # Through the mouse: a move over the plots at the moment Stop was pressed.
+    plot = timeline.ms_plot
+    scene = plot.vb.mapViewToScene(QPointF(moments["stop"], 1.0))
+    timeline.graphics.scene().sigMouseMoved.emit(scene)
+    assert STOP_PRESSED in timeline.hover_text
+    assert COMPUTATION_ENDED in timeline.hover_text
+    assert "s ago" in timeline.hover_text
+
+    timeline.graphics.scene().sigMouseMoved.emit(QPointF(-50, -50))  # off the plots
+    assert timeline.hover_text == ""
+    assert not timeline.hover_lines[0].isVisible()
+
+
+def test_it_samples_only_while_shown(timeline: Timeline, qtbot: QtBot) -> None:
+    assert timeline.sampling
+    qtbot.waitUntil(lambda: len(timeline.sampler.samples) >= 3, timeout=3000)
+    timeline.hide()
+    assert not timeline.sampling
+    kept = len(timeline.sampler.samples)
+    qtbot.wait(400)
+    assert len(timeline.sampler.samples) == kept
+    timeline.show()
+    assert timeline.sampling
+    assert len(timeline.sampler.samples) == kept + 1  # a reading at once when shown
+
+
+def test_a_quiet_timeline_stops_redrawing(timeline: Timeline, qtbot: QtBot) -> None:
+    start = time.perf_counter() - 200
+    timeline.tick(start)
+    timeline.tick(start + WINDOW_SECONDS + 2)
+    redraws = timeline.redraws
+    for step in range(10):
+        timeline.tick(start + WINDOW_SECONDS + 3 + step)
+    assert timeline.redraws == redraws  # nothing moved for longer than it shows
+    timeline.metrics.mark(STOP_PRESSED, at=start + WINDOW_SECONDS + 13.5)
+    timeline.tick(start + WINDOW_SECONDS + 14)
+    assert timeline.redraws == redraws + 1
+
+
+def test_colours_follow_the_theme_and_stay_readable(
+    timeline: Timeline, theme: str, qtbot: QtBot
+) -> None:
+    base = timeline.palette().color(QPalette.ColorRole.Base)
+    assert (base.lightness() < 128) == (theme == "dark")
+    assert timeline.graphics.backgroundBrush().color() == base
+    for item in (
+        timeline.tokens_curve,
+        timeline.queue_curve,
+        timeline.bound_curve,
+        timeline.frame_curve,
+        timeline.lag_curve,
+    ):
+        assert contrast(item.opts["pen"].color(), base) >= 3.0, item
+    text = timeline.ms_plot.getAxis("left").textPen().color()
+    assert text == timeline.palette().color(QPalette.ColorRole.WindowText)
+    assert contrast(text, base) >= 4.5
+
+
+def test_a_theme_change_recolours_a_timeline_already_shown(
+    qtbot: QtBot, qapp: QApplication, theme: str
+) -> None:
+    widget = Timeline(FlowMetrics(queue_bound=8))
+    qtbot.addWidget(widget)
+    widget.show()
+    before = QColor(widget.tokens_curve.opts["pen"].color())
+    apply_theme(qapp, "light" if theme == "dark" else "dark")
+    qtbot.waitUntil(lambda: widget.tokens_curve.opts["pen"].color() != before)
+    base = widget.palette().color(QPalette.ColorRole.Base)
+    assert widget.graphics.backgroundBrush().color() == base
+
+
+def test_the_panel_shows_prompt_and_cache_figures_and_holds_the_timeline(
+    qtbot: QtBot, theme: str
+) -> None:
+    metrics = FlowMetrics(queue_bound=8)
+    panel = DiagnosticsPanel(metrics)
+    qtbot.addWidget(panel)
+    panel.show()
+    assert panel.timeline.isVisible()
+    assert panel.values["prompt"].text() == NO_VALUE
+    assert panel.values["cache"].text() == NO_VALUE
+    report = GenerationReport(prompt_tokens=1200, cached_tokens=200, prefill_done=700)
+    metrics.begin_reply(report, StopSignal())
+    report.prefill_started_at = time.perf_counter() - 1.0
+    report.python_ms_per_token = 0.42
+    metrics.cache = CacheFigures(entries=3, megabytes=48.4, hits=5, misses=2, seconds_saved=7.25)
+    panel.refresh()
+    assert panel.values["prompt"].text() == "700 / 1200 tokens (58 %), 200 cached"
+    rate, seconds = panel.values["prefill"].text().split(", ")
+    assert 400 <= float(rate.split()[0]) <= 500  # 500 processed in a little over a second
+    assert seconds.endswith(" s")
+    assert panel.values["python"].text() == "0.4 ms"
+    assert panel.values["cache"].text() == "3 entries, 48 MB; 5 hits, 2 misses; 7.2 s saved"
+    panel.hide()
+    assert not panel.timeline.sampling
+
+
+class Window(QWidget):
+    pass
+
+
+def test_recording_from_the_window_shows_an_indicator_and_writes_the_file(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    window = Window()
+    qtbot.addWidget(window)
+    tracer = Tracer()
+    recording = TraceRecording(window, tracer)
+    window.show()
+    assert not recording.indicator.isVisibleTo(window)
+    path = tmp_path / "flow.json"
+    recording.start(path)
+    assert tracer.recording
+    assert recording.action.isChecked()
+    assert recording.indicator.isVisibleTo(window)
+    assert "Recording" in recording.indicator.text()
+    assert "0:00" in recording.indicator.text()
+    with tracer.span("frame"):
+        pass
+    with qtbot.waitSignal(recording.finished, timeout=10_000) as written:
+        recording.action.trigger()  # the menu item again: stop
+        assert not tracer.recording
+        assert not recording.action.isChecked()
+    assert written.args == [f"Flow trace written to {path}"]
+    assert not recording.indicator.isVisibleTo(window)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert check_trace(document) == []
+    assert [e["name"] for e in document["traceEvents"] if e["ph"] == "X"] == ["frame"]
+
+
+def test_a_trace_that_cannot_be_written_is_said(qtbot: QtBot, tmp_path: Path) -> None:
+    window = Window()
+    qtbot.addWidget(window)
+    recording = TraceRecording(window, Tracer())
+    recording.start(tmp_path / "missing" / "flow.json")
+    with qtbot.waitSignal(recording.finished, timeout=10_000) as said:
+        recording.stop()
+    assert said.args[0].startswith("The flow trace could not be written:")
+    recording.start(tmp_path / "flow.json")
+    assert recording.stop_now() == tmp_path / "flow.json"
+    assert not recording.recording
