@@ -115,6 +115,9 @@ def test_when_the_deleted_file_cannot_be_read_what_the_run_saved_is_written(
 ) -> None:
     path = tmp_path / "floodgate.sqlite3"
     db, _ = open_database(path, backups=False)
+    for n in range(20):
+        db.save_all(chat(f"earlier {n}", "words " * 500))
+    db._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log now holds only what follows
     kept = chat("saved this run")
     db.save_all(kept)
     streaming = kept.add("assistant", "a reply saved as it streamed", status="streaming")
@@ -128,7 +131,10 @@ def test_when_the_deleted_file_cannot_be_read_what_the_run_saved_is_written(
     loaded = db.load(kept.id)
     assert loaded is not None
     assert loaded.nodes == {m.id: m for m in kept.nodes.values()}
+    # A sound file: the deleted one's log, left behind, was not read into it.
+    assert db.integrity_ok()
     db.close()
+    assert check_file(path) is None
 
 
 # -- damaged between runs ------------------------------------------------------------------------

@@ -91,8 +91,8 @@ def recreate(old: sqlite3.Connection, path: Path) -> Recreated:
     with contextlib.suppress(sqlite3.Error):
         old.close()
     # The old file's log and index stay behind when it was deleted or replaced on its own (as
-    # `rm` or `mv` do); everything in them was copied above. Left there, a new file at the
-    # same path, or the one that replaced it, would read them as its own.
+    # `rm` or `mv` do); everything in them was copied above. SQLite drops a log it finds next
+    # to an empty file, but removing them here does not depend on that.
     for suffix in _COMPANIONS:
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     aside = None
