@@ -1,0 +1,35 @@
+"""``floodgate bench``: the flow measured by the app itself, beside baselines, in one run.
+
+Runs the real pipeline (worker thread, bounded queue, frame pump, chat view in the main
+window) offscreen on a GGUF model, next to llama-cpp-python's own streaming loop, a lean loop
+over its C API and the designs other chat apps use, and prints a table and writes JSON. See
+README, "Measured".
+
+The parts: :mod:`~app.bench.plan` (what is measured, how much, the targets),
+:mod:`~app.bench.stats` (pairs, medians, confidence intervals), the app's measurements
+(:mod:`~app.bench.measure`, :mod:`~app.bench.stops`, :mod:`~app.bench.long_reply`), the
+engine's (:mod:`~app.bench.prefill`, :mod:`~app.bench.ttft` over
+:mod:`~app.bench.engine_drive`), the baselines (:mod:`~app.bench.loops` for llama-cpp-python,
+:mod:`~app.bench.designs` for the per-piece designs), the server (:mod:`~app.bench.server`),
+the report (:mod:`~app.bench.report`), and :mod:`~app.bench.run` and :mod:`~app.bench.cli`
+that put them together.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+# Before any Qt import: the bench runs headless unless told otherwise.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def main(argv: Sequence[str]) -> int:
+    """``floodgate bench``: see :func:`app.bench.cli.main`."""
+    # Imported here, so that the bench's parts (and their tests) load without the window.
+    from app.bench.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+__all__ = ["main"]

@@ -1,0 +1,195 @@
+"""Measurements of the app itself: the real window, session, worker, queue, pump and view.
+
+Throughput against the two llama-cpp-python references, the UI loop's lag while a reply
+streams, the cost of the diagnostics panel, and the fire hose (a scripted model far faster
+than any real one, through the same queue, pump and view).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from app.bench.loops import LlamaLoops
+from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
+from app.bench.stats import interleaved_pairs, summary
+from app.engine import BackendOpener, ChatMessage, GenerationSettings
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.metrics import Distribution, watch_loop_lag
+from app.flow.session import ChatSession, ModelState
+from app.store.conversation import Conversation
+from app.ui.main_window import MainWindow
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Wait on the event loop until ``predicate`` holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bench waited too long for the app")
+        await asyncio.sleep(0.002)
+
+
+@contextlib.asynccontextmanager
+async def heartbeat() -> AsyncIterator[Distribution]:
+    """A 5 ms heartbeat on the UI loop for the duration of the block; yields its lateness."""
+    lag = Distribution()
+    task = asyncio.ensure_future(watch_loop_lag(lag))
+    try:
+        yield lag
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def open_app(setup: Setup, opener: BackendOpener, settings: GenerationSettings) -> MainWindow:
+    """The main window over a new session, shown offscreen, with the model open."""
+    session = ChatSession(opener, options=setup.options, settings=settings, frame_interval=FRAME)
+    window = MainWindow(session)
+    window.show()
+    session.open_model(setup.model)
+    await until(lambda: session.state in (ModelState.READY, ModelState.ERROR))
+    if session.state is ModelState.ERROR:
+        raise SystemExit(window.state_label.text())
+    return window
+
+
+async def close_app(window: MainWindow) -> None:
+    """Close the session (and its worker) and the window."""
+    await window.session.close()
+    window.deleteLater()
+
+
+async def ask(window: MainWindow, prompt: str) -> None:
+    """Send ``prompt`` in a new conversation and wait until the reply has ended on screen."""
+    session = window.session
+    session.conversation = Conversation()  # each measurement starts a new chat
+    assert session.send(prompt)
+    await until(lambda: not session.generating)
+
+
+def shown_per_s(window: MainWindow) -> float:
+    """The last reply's pieces per second on screen, first to last (what the user sees)."""
+    rate = window.session.metrics.reply.shown_per_s
+    assert rate is not None, "the reply was too short to have a rate"
+    return rate
+
+
+async def app_rate(window: MainWindow) -> float:
+    """One reply to the story prompt through the whole app: pieces per second on screen."""
+    await ask(window, STORY)
+    return shown_per_s(window)
+
+
+async def throughput(setup: Setup, window: MainWindow, loops: LlamaLoops) -> dict[str, Any]:
+    """The app against llama-cpp-python's stream (raw) and the lean C-API loop (native).
+
+    Each reference gets its own interleaved pairs; the ratios are medians with intervals.
+    """
+    messages: list[ChatMessage] = [{"role": "user", "content": STORY}]
+    tokens = loops.prompt_tokens(messages)
+    metrics = window.session.metrics
+    # Warm all three (first runs pay for allocations and page faults); the warm-up's pieces
+    # are the real token stream the per-piece designs replay.
+    _, setup.real_pieces = loops.raw_run(messages)
+    loops.native_run(tokens)
+    await ask(window, STORY)
+    metrics.token_to_screen_ms, metrics.frame_cost_ms = Distribution(), Distribution()
+
+    async def raw() -> float:
+        return loops.raw_run(messages)[0]
+
+    async def native() -> float:
+        return loops.native_run(tokens)
+
+    pairs = await interleaved_pairs(
+        setup.plan.pairs, {"raw": raw, "native": native}, lambda: app_rate(window), setup.log
+    )
+    return {
+        **pairs["raw"].figures("raw"),
+        **pairs["native"].figures("native", prefix="native_"),
+        "app_tok_s": round(statistics.median(pairs["raw"].app + pairs["native"].app), 2),
+        "token_to_screen_ms": summary(metrics.token_to_screen_ms),
+        "frame_cost_ms": summary(metrics.frame_cost_ms),
+    }
+
+
+async def loop_lag(setup: Setup, window: MainWindow) -> dict[str, float]:
+    """A 5 ms heartbeat on the UI loop while the app streams at full speed.
+
+    Run apart from the throughput pairs: the heartbeat is the bench's instrument (200
+    wake-ups a second), not something the app runs while a user chats.
+    """
+    async with heartbeat() as lag:
+        for _ in range(setup.plan.lag_replies):
+            await ask(window, STORY)
+    return summary(lag)
+
+
+async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
+    """The same generation with the diagnostics panel shown and hidden, interleaved."""
+    metrics = window.session.metrics
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    lags: dict[bool, Distribution] = {False: Distribution(), True: Distribution()}
+    for _ in range(setup.plan.panel_pairs):
+        for shown in (False, True):
+            window.diagnostics_dock.setVisible(shown)
+            metrics.loop_lag_ms = lags[shown]  # the frame timer's lateness, as the app sees it
+            rates[shown].append(await app_rate(window))
+    window.diagnostics_dock.hide()
+    return {
+        "tok_s_hidden": round(statistics.median(rates[False]), 2),
+        "tok_s_shown": round(statistics.median(rates[True]), 2),
+        "ratio": round(statistics.median(rates[True]) / statistics.median(rates[False]), 4),
+        "loop_lag_ms_hidden": summary(lags[False]),
+        "loop_lag_ms_shown": summary(lags[True]),
+    }
+
+
+def firehose_pieces(seconds: float) -> list[str]:
+    """The fire hose's stream, the same for Floodgate and the baselines: digits, lines."""
+    return [f"{i % 10}" + (" " if i % 7 else "\n") for i in range(int(FIREHOSE_RATE * seconds))]
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:  # not Linux: growth is reported as NaN rather than guessed
+        return math.nan
+
+
+async def firehose(setup: Setup) -> dict[str, Any]:
+    """The scripted backend at 5,000 pieces/s through the same queue, pump and view."""
+    pieces = firehose_pieces(setup.plan.firehose_seconds)
+    backend = ScriptedBackend(pieces, rate=FIREHOSE_RATE)
+    window = await open_app(setup, scripted_opener(backend), setup.greedy)
+    session = window.session
+    rss_before = _rss_mb()
+    began = time.perf_counter()
+    # The same 5 ms heartbeat as the baselines' fire hose, so the two compare like for like.
+    async with heartbeat() as lag:
+        await ask(window, "fire")
+    elapsed = time.perf_counter() - began
+    shown = session.metrics.reply.pieces_shown
+    result = {
+        "pieces_sent": len(pieces),
+        "pieces_shown": shown,
+        "lost": len(pieces) - shown,
+        "text_intact": session.conversation.messages[-1].content == "".join(pieces),
+        "queue_max": session.metrics.queue_max,
+        "queue_bound": session.queue_bound,
+        "queue_headroom": session.queue_bound - session.metrics.queue_max,
+        "updates_per_s": round(window.view.updates / elapsed, 1),
+        "loop_lag_ms": summary(lag),
+        "rss_growth_mb": round(_rss_mb() - rss_before, 2),
+    }
+    await close_app(window)
+    return result

@@ -1,0 +1,176 @@
+"""The bench's report: its figures against their targets as Markdown tables, and the JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from app.bench.plan import SHAPES, TARGETS, Target
+from app.bench.stats import NOISE_LIMIT, too_noisy
+from app.bench.ttft import STEPS as TTFT_STEPS
+
+NOISY = "too noisy for a verdict"
+
+
+def figure(doc: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path of the JSON; KeyError when the bench did not measure it."""
+    value: Any = doc
+    for key in path.split("."):
+        value = value[key]
+    return value
+
+
+def _ci(doc: dict[str, Any], path: str) -> list[float] | None:
+    try:
+        ci = figure(doc, path + "_ci")
+    except KeyError:
+        return None
+    return [float(ci[0]), float(ci[1])]
+
+
+def verdict(doc: dict[str, Any], target: Target) -> tuple[str, str, str]:
+    """One target's row: the figure as shown, the target as shown, and whether it is met.
+
+    A figure with a confidence interval wider than the noise limit gets no yes or no: on a
+    machine that noisy the interval straddles the target's margin, so either would be a guess.
+    """
+    try:
+        value = float(figure(doc, target.path))
+        goal = target.value * float(figure(doc, target.of)) if target.of else target.value
+    except (KeyError, TypeError):
+        return "not measured", f"{target.op} {target.value:g}", "not measured"
+    met = {">=": value >= goal, "<=": value <= goal, "==": value == goal}[target.op]
+    shown, wanted = f"{value:g}", f"{target.op} {goal:g}"
+    if target.of:
+        wanted = f"{target.op} {target.value:g} x {target.of} (= {goal:.4g})"
+    ci = _ci(doc, target.path)
+    if ci is not None:
+        shown += f" [{ci[0]:g}, {ci[1]:g}]"
+        if target.ci_floor is not None:
+            wanted += f", interval from {target.ci_floor:g}"
+            met = met and ci[0] >= target.ci_floor
+        if too_noisy(value, ci):
+            return shown, wanted, NOISY
+    return shown, wanted, "yes" if met else "NO"
+
+
+def _targets_table(doc: dict[str, Any]) -> list[str]:
+    lines = ["| figure | Floodgate | target | met |", "| --- | --- | --- | --- |"]
+    for target in TARGETS:
+        shown, wanted, met = verdict(doc, target)
+        lines.append(f"| {target.path} | {shown} | {wanted} | {met} |")
+    return lines
+
+
+def _designs_table(doc: dict[str, Any]) -> list[str]:
+    lines = [
+        "| same stream, design | loop lag p99 / max | token→screen p95 "
+        "| fire hose loop lag p99 | fire hose not shown |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    designs = {"Floodgate (frame pump)": doc, **doc["baselines"]}
+    for name, d in designs.items():
+        lag, t2s, fire = d["loop_lag_ms"], d["token_to_screen_ms"], d["firehose"]
+        lines.append(
+            f"| {name} | {lag['p99']:.1f} / {lag['max']:.1f} ms | {t2s['p95']:.1f} ms "
+            f"| {fire['loop_lag_ms']['p99']:.1f} ms | {fire['lost']} |"
+        )
+    return lines
+
+
+def _summary_lines(doc: dict[str, Any]) -> list[str]:
+    tp, panel, long = doc["throughput"], doc["diagnostics_panel"], doc["long_reply"]
+    hose = doc["firehose"]
+    lines = [
+        f"raw {tp['raw_tok_s']} tok/s, app {tp['app_tok_s']} tok/s "
+        f"({doc['machine']['threads']} threads); diagnostics panel shown/hidden tok/s ratio "
+        f"{panel['ratio']}; one update {long['early_update_ms']} ms early, "
+        f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
+        f"{hose['updates_per_s']} updates/s, RSS +{hose['rss_growth_mb']} MB",
+        "",
+        f"native (lean C-API loop) {tp['native_tok_s']} tok/s; pairs per reference: "
+        f"{len(tp['pairs'])}; intervals are 95 % bootstrap intervals of the median ratio, "
+        f"a verdict needs one within ±{NOISE_LIMIT:.0%}",
+    ]
+    if "prefill" in doc:
+        pre = doc["prefill"]
+        lines.append(
+            f"prefill ({pre['prompt_tokens']} tokens): llama-cpp-python {pre['raw_tok_s']} tok/s, "
+            f"Floodgate {pre['app_tok_s']} tok/s, ratio {pre['ratio']} {pre['ratio_ci']}"
+        )
+    remote = doc["remote"]
+    rtp, rstop = remote["throughput"], remote["stop_ms"]
+    lines += [
+        "",
+        f"server (llama_cpp.server on loopback): plain client {rtp['plain_tok_s']} tok/s, "
+        f"Floodgate {rtp['app_tok_s']} tok/s, remote.throughput.ratio {rtp['ratio']} "
+        f"{rtp.get('ratio_ci', '')}; remote.stop_ms p50 {rstop['p50']}, p95 {rstop['p95']}, "
+        f"max {rstop['max']} (n={rstop['n']})",
+    ]
+    return lines
+
+
+def _shapes_table(doc: dict[str, Any]) -> list[str]:
+    shapes = doc["long_reply"].get("shapes")
+    if not shapes:
+        return []
+    lines = [
+        "| long reply shape | characters | update p99 early | late | late / early |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in SHAPES:
+        s = shapes[name]
+        note = " (over the time cap)" if s["over_cap"] else ""
+        lines.append(
+            f"| {name} | {s['chars']} | {s['early_update_ms']:.2f} ms "
+            f"| {s['late_update_ms']:.2f} ms{note} | {s['ratio']} |"
+        )
+    return ["", *lines]
+
+
+def _ttft_table(doc: dict[str, Any]) -> list[str]:
+    ttft = doc.get("ttft_ms")
+    if not ttft:
+        return []
+    plain = ttft.get("without_cache", {})
+    lines = [
+        f"time to first token, {ttft['history_tokens']}-token history "
+        f"(median of {ttft['runs']} runs):",
+        "",
+        "| step | with the cache | prompt tokens (cached) | without the cache |",
+        "| --- | --- | --- | --- |",
+    ]
+    for step in TTFT_STEPS:
+        if step not in ttft:
+            continue
+        s = ttft[step]
+        other = plain.get(step, {}).get("ms", math.nan)
+        lines.append(
+            f"| {step} | {s['ms']:.0f} ms | {s['prompt_tokens']} ({s['cached_tokens']}) "
+            f"| {other:.0f} ms |"
+        )
+    lines.append("")
+    lines.append(
+        f"prefill_progress_cost {ttft.get('prefill_progress_cost')} "
+        f"{ttft.get('prefill_progress_cost_ci', '')}; cache_consistent "
+        f"{ttft.get('cache_consistent')}" + (f"; {ttft['note']}" if ttft.get("note") else "")
+    )
+    return ["", *lines]
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The bench's figures against their targets, as Markdown tables and lines."""
+    lines = _targets_table(doc)
+    lines += ["", *_designs_table(doc)]
+    lines += ["", *_summary_lines(doc)]
+    lines += _shapes_table(doc)
+    lines += _ttft_table(doc)
+    return "\n".join(lines)
+
+
+def write_json(doc: dict[str, Any], path: Path) -> None:
+    """Write the figures (NaN where a figure could not be measured)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, allow_nan=True) + "\n")

@@ -1,0 +1,129 @@
+"""One bench run: every section in turn, gathered into the JSON document."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from importlib import metadata
+from typing import Any
+
+from PySide6.QtWidgets import QApplication
+
+from app.bench.designs import designs
+from app.bench.long_reply import long_reply, shapes
+from app.bench.loops import LlamaLoops
+from app.bench.measure import (
+    close_app,
+    diagnostics_cost,
+    firehose,
+    firehose_pieces,
+    loop_lag,
+    open_app,
+    throughput,
+)
+from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
+from app.bench.prefill import prefill
+from app.bench.server import remote
+from app.bench.stops import stops
+from app.bench.ttft import ttft
+from app.engine.llama import open_llama
+from app.flow.event_loop import finalize_async_generators_on
+from app.flow.session import DEFAULT_QUEUE_BOUND
+
+
+async def _app_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
+    """The sections that run in the app over the real model."""
+    window = await open_app(setup, open_llama, setup.greedy)
+    try:
+        setup.log("throughput (raw, native and app interleaved)…")
+        tp = await throughput(setup, window, loops)
+        setup.log("loop lag (5 ms heartbeat while streaming)…")
+        lag = await loop_lag(setup, window)
+        setup.log("stop during decoding and prefill…")
+        stopped = await stops(setup, window)
+        setup.log("diagnostics panel shown vs hidden…")
+        diag = await diagnostics_cost(setup, window)
+    finally:
+        await close_app(window)
+    return {"throughput": tp, "loop_lag_ms": lag, "stops": stopped, "diagnostics_panel": diag}
+
+
+async def _prompt_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
+    """Prompt processing against llama-cpp-python, and the time to first token."""
+    setup.log("prompt processing (llama-cpp-python, with and without progress)…")
+    pre = await prefill(setup, loops)
+    setup.log("time to first token over a long conversation…")
+
+    def count_tokens(text: str) -> int:
+        return len(loops.llm.tokenize(text.encode("utf-8"), add_bos=False))
+
+    first = ttft(setup, count_tokens)
+    section = {
+        "history_tokens": first.pop("history_tokens"),
+        "runs": first.pop("runs"),
+        **first,
+        "prefill_progress_cost": pre["progress_cost_ratio"],
+        "prefill_progress_cost_ci": pre["progress_cost_ratio_ci"],
+    }
+    return {"prefill": pre, "ttft_ms": section}
+
+
+async def run(setup: Setup) -> dict[str, Any]:
+    """Measure everything; returns the JSON document."""
+    finalize_async_generators_on(asyncio.get_running_loop())
+    loops = LlamaLoops(setup.model, setup.options, setup.plan.max_tokens)
+    try:
+        app = await _app_sections(setup, loops)
+        prompt = await _prompt_sections(setup, loops)
+    finally:
+        loops.close()
+    tp = app["throughput"]
+    setup.log("fire hose…")
+    hose = await firehose(setup)
+    setup.log("long reply, and its hostile shapes…")
+    long = long_reply(setup.plan)
+    long["shapes"] = shapes(setup.plan, setup.log)
+    setup.log("a model on a server (llama_cpp.server on loopback)…")
+    server = await remote(setup)
+    setup.log("baselines…")
+    hose_pieces = firehose_pieces(setup.plan.firehose_seconds)
+    baselines = await designs(
+        setup.real_pieces, tp["app_tok_s"], hose_pieces, FIREHOSE_RATE, setup.log
+    )
+    return {
+        "throughput": {k: v for k, v in tp.items() if not k.endswith("_ms")},
+        "loop_lag_ms": app["loop_lag_ms"],
+        "token_to_screen_ms": tp["token_to_screen_ms"],
+        "frame_cost_ms": tp["frame_cost_ms"],
+        **app["stops"],
+        "firehose": hose,
+        "long_reply": long,
+        "diagnostics_panel": app["diagnostics_panel"],
+        "baselines": baselines,
+        "remote": server,
+        **prompt,
+        "machine": machine(setup),
+    }
+
+
+def machine(setup: Setup) -> dict[str, Any]:
+    """What the figures were measured on."""
+    versions: dict[str, str | None] = {}
+    for dist in ("llama-cpp-python", "PySide6-Essentials", "qasync"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "cores": os.cpu_count(),
+        "threads": setup.options.n_threads,
+        "model": setup.model.name,
+        "model_bytes": setup.model.stat().st_size,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "qt_platform": QApplication.platformName(),
+        "frame_ms": round(FRAME * 1000, 2),
+        "queue_bound": DEFAULT_QUEUE_BOUND,
+        "packages": versions,
+    }

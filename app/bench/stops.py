@@ -1,0 +1,84 @@
+"""Stop, measured in the app: at random moments of decoding and of prompt processing.
+
+After every Stop the next greedy reply is checked against the one a freshly loaded model
+gives, so an abort that left the cache broken shows up here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from app.bench.measure import ask, until
+from app.bench.plan import CHECK, LONG_PROMPT, STORY, Setup
+from app.bench.stats import summary
+from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
+from app.engine.llama import open_llama
+from app.flow.metrics import Distribution
+from app.flow.session import ModelState
+from app.store.conversation import Conversation
+from app.ui.main_window import MainWindow
+
+CHECK_SETTINGS = GenerationSettings(temperature=0.0, max_tokens=32)
+
+
+def fresh_reply(setup: Setup) -> str:
+    """The greedy reply to the check prompt from a model loaded just for it."""
+    fresh = open_llama(setup.model, setup.options)
+    try:
+        check: list[ChatMessage] = [{"role": "user", "content": CHECK}]
+        return "".join(fresh.stream_reply(check, CHECK_SETTINGS, StopSignal(), GenerationReport()))
+    finally:
+        fresh.close()
+
+
+async def _stop_once(setup: Setup, window: MainWindow, kind: str) -> float | None:
+    """Send, Stop at a random moment; the stop's latency, or None if it missed its phase."""
+    session = window.session
+    session.conversation = Conversation()
+    session.settings = GenerationSettings(temperature=0.0, max_tokens=1024)
+    session.send(STORY if kind == "decode" else LONG_PROMPT)
+    if kind == "decode":
+        await until(lambda: session.metrics.reply.pieces_shown > 0)
+        await asyncio.sleep(setup.rng.uniform(0.0, 1.0))
+    else:
+        await until(lambda: session.state is ModelState.GENERATING)
+        await asyncio.sleep(setup.rng.uniform(0.05, 3.0))
+    if not session.generating:
+        return None  # finished before the stop moment; draw again next round
+    stopped_pieces = session.metrics.reply.pieces_shown
+    session.stop()
+    await until(lambda: not session.generating)
+    latency = session.metrics.stop_latency_ms.last
+    assert latency is not None
+    if kind == "prefill" and stopped_pieces:
+        return None  # prefill had already ended; not a prefill stop
+    return latency
+
+
+async def stops(setup: Setup, window: MainWindow) -> dict[str, Any]:
+    """Stop at random moments during decoding and during prefill; check the next reply."""
+    session = window.session
+    expected = fresh_reply(setup)
+    found = {"decode": Distribution(), "prefill": Distribution()}
+    consistent = True
+    for kind, count in (("decode", setup.plan.decode_stops), ("prefill", setup.plan.prefill_stops)):
+        into = found[kind]
+        for _ in range(count):
+            latency = await _stop_once(setup, window, kind)
+            if latency is None:
+                continue
+            into.add(latency)
+            session.settings = CHECK_SETTINGS
+            await ask(window, CHECK)
+            got = session.conversation.messages[-1].content
+            if got != expected:
+                consistent = False
+                setup.log(f"  inconsistent after {kind} stop: {got!r} != {expected!r}")
+        setup.log(f"  {kind}: {into.count} stops, p95 {into.percentile(95):.2f} ms")
+    session.settings = setup.greedy
+    return {
+        "stop_decode_ms": summary(found["decode"]),
+        "stop_prefill_ms": summary(found["prefill"]),
+        "next_reply_consistent": consistent,
+    }
