@@ -158,10 +158,12 @@ def restore_newest_backup(path: Path) -> Sentence | None:
     backup = newest_good_backup(backups_folder(path), path.stem)
     if backup is None:
         return None
-    aside = aside_path(path, "damaged")
-    move_aside(path, aside)
+    # Copied first (what can fail for want of space), so a failure leaves the damaged file
+    # where it was; then two renames.
     partial = path.with_name(path.name + ".restoring")
     shutil.copyfile(backup.path, partial)
+    aside = aside_path(path, "damaged")
+    move_aside(path, aside)
     os.replace(partial, path)
     recovered = merge_newer(aside, path)
     with contextlib.closing(sqlite3.connect(path)) as restored:
