@@ -6,26 +6,21 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from app.engine import EngineOptions, GenerationSettings
-from app.flow.session import ChatSession
-from app.store.paths import PROJECT_DIR, default_model_path
+from app.store.paths import default_model_path
 from app.store.settings import Settings
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
-    from app.ui.model_library import ModelLibrary
 
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
-
-
 
 MISSING_TRANSLATION = (
     "The Chinese translation is not built (app/ui/i18n/*.qm); run `make run` to build it. "
@@ -66,33 +61,6 @@ def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
     return replace(settings, **{k: v for k, v in given.items() if v is not None})
 
 
-def engine_options(settings: Settings) -> EngineOptions:
-    """How the engine opens models, from the settings (the fields they share by name)."""
-    return EngineOptions(**{f.name: getattr(settings, f.name) for f in fields(EngineOptions)})
-
-
-def generation_settings(settings: Settings) -> GenerationSettings:
-    """How replies are sampled, from the settings (the fields they share by name)."""
-    return GenerationSettings(
-        **{f.name: getattr(settings, f.name) for f in fields(GenerationSettings)}
-    )
-
-
-def apply_settings(session: ChatSession, settings: Settings) -> bool:
-    """Use ``settings`` from the next reply on.
-
-    Returns:
-        Whether the engine options changed (they apply when the model is opened again).
-    """
-    session.settings = generation_settings(settings)
-    session.queue_bound = settings.queue_bound
-    session.default_system_prompt = settings.system_prompt
-    options = engine_options(settings)
-    changed = options != session.options
-    session.options = options
-    return changed
-
-
 async def run_window(
     app: QApplication, args: argparse.Namespace, driver: Driver | None = None
 ) -> None:
@@ -103,143 +71,39 @@ async def run_window(
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
     """
-    from shiboken6 import isValid
-
-    from app.engine import ModelInfo
     from app.engine.llama import open_llama
-    from app.engine.remote import RemoteEndpoint, RemoteError
     from app.flow.archive import Archive
     from app.flow.event_loop import finalize_async_generators_on
-    from app.flow.remote import RemoteModel
-    from app.flow.words import say, say_sentence
-    from app.sentence import QT_TRANSLATE_NOOP
-    from app.store.paths import data_dir
-    from app.store.preferences import Preferences, load_preferences, save_preferences
-    from app.store.secrets import load_api_key, save_api_key
+    from app.flow.preferences import PreferencesKeeper
+    from app.flow.session import ChatSession
+    from app.flow.words import say_sentence
+    from app.ui.app_dialogs import AppDialogs
     from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
-    from app.ui.model_library import ModelLibrary
-    from app.ui.server_dialog import ServerDialog
-    from app.ui.settings_dialog import SettingsDialog
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
-    loop = asyncio.get_running_loop()
-    finalize_async_generators_on(loop)
+    finalize_async_generators_on(asyncio.get_running_loop())
     # Disk work never runs on the UI thread.
-    preferences = await loop.run_in_executor(None, load_preferences)
+    keeper = await PreferencesKeeper.load()
     archive, archive_problem = await Archive.open()
     session = ChatSession(
-        open_llama,
-        frame_interval=1 / (refresh if refresh > 0 else 60.0),
-        archive=archive,
+        open_llama, frame_interval=1 / (refresh if refresh > 0 else 60.0), archive=archive
     )
-    apply_settings(session, with_command_line(preferences.settings, args))
-    session.conversation.system_prompt = preferences.settings.system_prompt
-    pending_saves: set[asyncio.Future[None]] = set()
-
-    def save(preferences: Preferences) -> None:
-        # A copy: the UI thread may change the preferences while the write is under way.
-        saving = loop.run_in_executor(None, save_preferences, replace(preferences))
-        pending_saves.add(saving)
-        saving.add_done_callback(pending_saves.discard)
-
-    appearance = Appearance(app, preferences, save)
+    settings = keeper.preferences.settings
+    session.use_settings(with_command_line(settings, args))
+    session.conversation.system_prompt = settings.system_prompt
+    appearance = Appearance(app, keeper)
     window = MainWindow(session)
-
-    def open_settings() -> None:
-        dialog = SettingsDialog(appearance.preferences.settings, window)
-        dialog.settings_chosen.connect(choose_settings)
-        dialog.open()
-
-    def choose_settings(settings: Settings) -> None:
-        current = appearance.preferences
-        current.settings = settings
-        save(current)
-        if apply_settings(session, with_command_line(settings, args)) and session.model:
-            session.open_model(session.model.path)  # context and threads apply on load
-
-    window.settings_requested.connect(open_settings)
-    library_tasks: set[asyncio.Future[None]] = set()
-
-    def open_library() -> None:
-        current = session.model.path if session.model else None
-        library = ModelLibrary(current, window)
-        library.open_requested.connect(window.open_model)
-        library.add_requested.connect(window.choose_model_file)
-        library.finished.connect(library.deleteLater)
-        library.open()
-        folders = [PROJECT_DIR / "models", data_dir() / "models"]
-        recent = [Path(p) for p in appearance.preferences.recent_models]
-        task = asyncio.ensure_future(describe_models(library, folders, recent))
-        library_tasks.add(task)
-        task.add_done_callback(library_tasks.discard)
-
-    def remember_model(info: ModelInfo) -> None:
-        current = appearance.preferences
-        current.remember_model(str(info.path.resolve()))
-        save(current)
-
-    window.models_requested.connect(open_library)
-
-    def open_server_dialog() -> None:
-        current = appearance.preferences
-        dialog = ServerDialog(current.server_url, current.server_model, window)
-        dialog.finished.connect(dialog.deleteLater)
-
-        async def list_models(endpoint: RemoteEndpoint) -> None:
-            remote = RemoteModel(endpoint)
-            try:
-                offered = await remote.models()
-            except RemoteError as exc:
-                if isValid(dialog):
-                    dialog.set_problem(say_sentence(exc.sentence))
-                return
-            finally:
-                await remote.close()
-            if isValid(dialog):
-                dialog.set_models(offered)
-
-        async def fill_key() -> None:
-            key = await asyncio.to_thread(load_api_key, dialog.url.text())
-            if key and isValid(dialog) and not dialog.key.text():
-                dialog.key.setText(key)
-
-        async def keep_key(endpoint: RemoteEndpoint) -> None:
-            kept = await asyncio.to_thread(save_api_key, endpoint.base_url, endpoint.api_key)
-            if endpoint.api_key and not kept:
-                window.view.add_note(
-                    say(
-                        QT_TRANSLATE_NOOP(
-                            "Floodgate",
-                            "There is no system keyring, so the API key is kept only until "
-                            "Floodgate closes.",
-                        )
-                    )
-                )
-
-        def connect(endpoint: RemoteEndpoint) -> None:
-            remembered = appearance.preferences
-            remembered.server_url, remembered.server_model = endpoint.base_url, endpoint.model
-            save(remembered)
-            window.spawn(keep_key(endpoint))
-            window.spawn(session.connect_remote(endpoint))
-
-        dialog.models_requested.connect(lambda endpoint: window.spawn(list_models(endpoint)))
-        dialog.connect_requested.connect(connect)
-        dialog.open()
-        window.spawn(fill_key())
-
-    window.server_requested.connect(open_server_dialog)
-    session.model_changed.connect(remember_model)
-    window.show_choices(appearance.theme, appearance.language)
-    window.theme_chosen.connect(appearance.choose_theme)
+    AppDialogs(window, keeper, lambda chosen: with_command_line(chosen, args))
+    window.menus.show_choices(appearance.theme, appearance.language)
+    window.menus.theme_chosen.connect(appearance.choose_theme)
 
     def choose_language(choice: str) -> None:
         if not appearance.choose_language(choice):
             window.view.add_note(MISSING_TRANSLATION, error=True)
 
-    window.language_chosen.connect(choose_language)
+    window.menus.language_chosen.connect(choose_language)
     if appearance.translation_missing:
         window.view.add_note(MISSING_TRANSLATION, error=True)
     if archive_problem is not None:
@@ -259,29 +123,8 @@ async def run_window(
         driving.cancel()
     await session.close()  # stops the reply; it is saved before this returns
     await archive.close()
-    if pending_saves:
-        await asyncio.gather(*pending_saves, return_exceptions=True)
+    await keeper.flush()
     window.deleteLater()
-
-
-async def describe_models(library: ModelLibrary, folders: list[Path], recent: list[Path]) -> None:
-    """Fill the model library, reading each file's header on a worker thread."""
-    from shiboken6 import isValid
-
-    from app.engine.errors import ModelLoadError
-    from app.engine.model_card import find_models, read_model_card
-    from app.flow.words import say_sentence
-
-    for path in await asyncio.to_thread(find_models, folders, recent):
-        try:
-            card = await asyncio.to_thread(read_model_card, path)
-        except ModelLoadError as exc:
-            if isValid(library):
-                library.add_problem(say_sentence(exc.sentence))
-            continue
-        if not isValid(library):
-            return  # closed before every file was read
-        library.add_card(card)
 
 
 def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
+from app.flow.preferences import PreferencesKeeper
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.ui.appearance import Appearance
 from app.ui.language import I18N_DIR
@@ -45,12 +47,15 @@ def restore_app(qapp: QApplication) -> Iterator[QApplication]:
     qapp.setFont(saved_font)
 
 
-class Saved:
-    def __init__(self) -> None:
+class Saved(PreferencesKeeper):
+    """A keeper that records what it would write instead of writing it."""
+
+    def __init__(self, preferences: Preferences | None = None) -> None:
+        super().__init__(preferences or Preferences())
         self.calls: list[Preferences] = []
 
-    def __call__(self, preferences: Preferences) -> None:
-        self.calls.append(preferences)
+    def save(self) -> None:
+        self.calls.append(replace(self.preferences))
 
 
 @pytest.fixture
@@ -105,31 +110,30 @@ def test_translations_keep_every_field_of_their_source() -> None:
 def test_the_window_switches_to_chinese_and_back(
     window: MainWindow, restore_app: QApplication, qtbot: QtBot
 ) -> None:
-    saved = Saved()
-    appearance = Appearance(restore_app, Preferences(language="en"), saved)
-    window.language_chosen.connect(appearance.choose_language)
+    appearance = Appearance(restore_app, saved := Saved(Preferences(language="en")))
+    window.menus.language_chosen.connect(appearance.choose_language)
     assert window.send_button.text() == "Send"
 
-    window.language_actions["zh_CN"].trigger()
+    window.menus.language_actions["zh_CN"].trigger()
     assert appearance.languages.current == "zh_CN", "run `make test`: it builds the .qm files"
     # Qt posts the LanguageChange events; the window retranslates when they are delivered.
     qtbot.waitUntil(lambda: window.send_button.text() == "发送")
-    assert window.file_menu.title() == "文件(&F)"
+    assert window.menus.file_menu.title() == "文件(&F)"
     assert window.session.model is not None
     assert window.state_label.text() == f"{window.session.model.name} 已就绪。"
     assert "给模型发消息" in window.composer.placeholderText()
     assert window.diagnostics.titles["tokens"].text() == "词元/秒"
     assert saved.calls[-1] == Preferences(theme="system", language="zh_CN")
 
-    window.language_actions["en"].trigger()
+    window.menus.language_actions["en"].trigger()
     qtbot.waitUntil(lambda: window.send_button.text() == "Send")
-    assert window.file_menu.title() == "&File"
+    assert window.menus.file_menu.title() == "&File"
 
 
 def test_sentences_from_the_engine_and_flow_are_translated(
     qtbot: QtBot, loop: Loop, restore_app: QApplication
 ) -> None:
-    appearance = Appearance(restore_app, Preferences(language="zh_CN"), Saved())
+    appearance = Appearance(restore_app, Saved(Preferences(language="zh_CN")))
     assert appearance.languages.current == "zh_CN"
     session = ChatSession(open_llama)
     window = MainWindow(session)
@@ -143,7 +147,7 @@ def test_sentences_from_the_engine_and_flow_are_translated(
 
 
 def test_chinese_text_gets_a_cjk_font(restore_app: QApplication) -> None:
-    appearance = Appearance(restore_app, Preferences(language="zh_CN"), Saved())
+    appearance = Appearance(restore_app, Saved(Preferences(language="zh_CN")))
     families = restore_app.font().families()
     assert appearance.languages.current == "zh_CN"
     assert any("CJK" in f or "Hei" in f or "Han" in f for f in families), families
@@ -176,18 +180,17 @@ def test_both_themes_have_readable_contrast(dark: bool) -> None:
 def test_choosing_a_theme_recolours_the_open_conversation(
     window: MainWindow, restore_app: QApplication, qtbot: QtBot
 ) -> None:
-    saved = Saved()
-    appearance = Appearance(restore_app, Preferences(theme="light"), saved)
-    window.theme_chosen.connect(appearance.choose_theme)
+    appearance = Appearance(restore_app, saved := Saved(Preferences(theme="light")))
+    window.menus.theme_chosen.connect(appearance.choose_theme)
     window.view.begin_reply()
     window.view.append_to_reply("Some text\n\n```python\nx = 1\n```\n")
     window.view.end_reply()
     assert not window.view.theme.dark
-    window.theme_actions["dark"].trigger()
+    window.menus.theme_actions["dark"].trigger()
     qtbot.waitUntil(lambda: window.view.theme.dark)  # palette changes arrive as events
     assert restore_app.palette().color(QPalette.ColorRole.Base).lightness() < 60
     assert saved.calls[-1].theme == "dark"
-    window.theme_actions["light"].trigger()
+    window.menus.theme_actions["light"].trigger()
     qtbot.waitUntil(lambda: not window.view.theme.dark)
 
 
@@ -213,6 +216,6 @@ def test_a_broken_preferences_file_gives_the_defaults(
 def test_unknown_choices_in_preferences_fall_back_to_the_system(
     restore_app: QApplication,
 ) -> None:
-    appearance = Appearance(restore_app, Preferences(theme="purple", language="xx"), Saved())
+    appearance = Appearance(restore_app, Saved(Preferences(theme="purple", language="xx")))
     assert appearance.theme == "system"
     assert appearance.language == "system"

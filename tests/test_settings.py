@@ -13,7 +13,8 @@ from pytestqt.qtbot import QtBot
 from app.engine import EngineOptions, GenerationSettings
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
-from app.main import apply_settings, engine_options, generation_settings, with_command_line
+from app.flow.options import engine_options, generation_settings
+from app.main import with_command_line
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.store.settings import (
     FIELDS,
@@ -109,10 +110,10 @@ def test_the_dialog_says_what_is_wrong_and_only_accepts_valid_values(qtbot: QtBo
 
 def test_applying_settings_to_the_session(loop: Loop) -> None:
     session = ChatSession(scripted_opener(ScriptedBackend()))
-    assert not apply_settings(session, Settings(temperature=0.1, queue_bound=8))
+    assert not session.use_settings(Settings(temperature=0.1, queue_bound=8))
     assert session.settings.temperature == 0.1
     assert session.queue_bound == 8
-    assert apply_settings(session, Settings(n_ctx=1024))  # the model must be opened again
+    assert session.use_settings(Settings(n_ctx=1024))  # the model must be opened again
     assert session.options.n_ctx == 1024
     loop.run_until_complete(session.close())
 

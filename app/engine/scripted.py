@@ -22,6 +22,9 @@ from app.engine.backend import (
 )
 from app.engine.stop import StopSignal
 
+PREFILL_STEP_S = 0.05
+"""How often the pretend prompt processing reports progress."""
+
 
 class ScriptedBackend:
     """Replies with the pieces it was given, paced like a model.
@@ -83,32 +86,46 @@ class ScriptedBackend:
         *,
         conversation: str = "",
     ) -> Generator[str, None, None]:
-        """Yield the scripted pieces at ``rate``, ending early on Stop."""
+        """Yield the scripted pieces at ``rate``, ending early on Stop.
+
+        The pretend prompt processing reports its progress the way the llama.cpp engine does
+        (``report.prefill_done`` of ``report.prompt_tokens``), spread over ``prefill_seconds``.
+        """
         self.received.append(list(messages))
         self.sampled_with.append(settings)
         pieces = self._queued.pop(0) if self._queued else self._default
-        report.prompt_tokens = sum(len(m["content"].split()) for m in messages)
-        try:
-            if self.prefill_seconds and stop.wait(self.prefill_seconds):
-                report.finish = "stopped"
-                return
-            start = time.perf_counter()
-            for index, piece in enumerate(pieces):
-                if self.rate:
-                    delay = start + index / self.rate - time.perf_counter()
-                    # Sleeping under ~1 ms costs more than it saves; catch up in a burst instead.
-                    if delay > 0.001 and stop.wait(delay):
-                        break
-                if stop.is_set():
+        if not self._prefill(messages, stop, report):
+            return
+        start = time.perf_counter()
+        for index, piece in enumerate(pieces):
+            if self.rate:
+                delay = start + index / self.rate - time.perf_counter()
+                # Sleeping under ~1 ms costs more than it saves; catch up in a burst instead.
+                if delay > 0.001 and stop.wait(delay):
                     break
-                report.pieces += 1
-                yield piece
             if stop.is_set():
-                report.finish = "stopped"
-            elif len(pieces) >= settings.max_tokens:
-                report.finish = "length"
-        finally:
-            report.compute_ended_at = time.perf_counter()
+                break
+            report.pieces += 1
+            yield piece
+        if not stop.is_set() and len(pieces) >= settings.max_tokens:
+            report.finish = "length"
+
+    def _prefill(
+        self, messages: Sequence[ChatMessage], stop: StopSignal, report: GenerationReport
+    ) -> bool:
+        """Pretend to process the prompt; False if Stop came first."""
+        total = sum(len(m["content"].split()) for m in messages)
+        report.prompt_tokens = total
+        report.prefill_started_at = began = time.perf_counter()
+        if self.prefill_seconds:
+            steps = max(1, round(self.prefill_seconds / PREFILL_STEP_S))
+            for step in range(1, steps + 1):
+                if stop.wait(began + step * self.prefill_seconds / steps - time.perf_counter()):
+                    return False
+                report.prefill_done = total * step // steps
+        report.prefill_done = total
+        report.prefill_ended_at = time.perf_counter()
+        return True
 
     def close(self) -> None:
         """Mark the pretend model freed."""

@@ -33,8 +33,13 @@ class FramePump:
         self._apply = apply
         self._metrics = metrics
 
-    async def run(self, queue: PieceQueue) -> None:
-        """Pump until the producer has ended and everything it produced is shown."""
+    async def run(self, queue: PieceQueue, on_frame: Callable[[], None] | None = None) -> None:
+        """Pump until the producer has ended and everything it produced is shown.
+
+        Args:
+            queue: the reply's queue.
+            on_frame: called once a frame after the update (figures, prompt progress).
+        """
         metrics = self._metrics
         reply = metrics.reply
         next_frame = time.perf_counter()
@@ -65,5 +70,7 @@ class FramePump:
             metrics.queue_max = queue.max_depth
             metrics.backpressure_waits = queue.backpressure_waits
             metrics.backpressure_ms = queue.backpressure_seconds * 1000
+            if on_frame is not None:
+                on_frame()
             if queue.finished:
                 return

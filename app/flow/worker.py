@@ -1,16 +1,24 @@
-"""The inference worker: the one thread that owns the model."""
+"""The inference worker: the one thread that owns the local model.
+
+A reply reaches the window from a *producer*: this worker for a local model, or
+:class:`~app.flow.server_model.RemoteModel` for a model on a server. Both take a
+:class:`ReplyJob` through the same :class:`ReplyProducer` interface, and both wrap their work in
+:func:`producing`, the one place that stamps when a reply's computation ended and why it ended.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QThread, Signal
 
 from app.engine import (
-    QT_TRANSLATE_NOOP,
     Backend,
     BackendOpener,
     ChatMessage,
@@ -18,22 +26,64 @@ from app.engine import (
     GenerationReport,
     GenerationSettings,
     ModelLoadError,
-    Sentence,
     StopSignal,
 )
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.flow.queue import PieceQueue
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 
 @dataclass
 class ReplyJob:
-    """One reply for the worker to generate into ``pieces``."""
+    """One reply for a producer to generate into ``pieces``.
+
+    Attributes:
+        messages: the conversation as the model should see it.
+        settings: how to sample.
+        stop: the reply's stop signal.
+        pieces: the bounded queue the frame pump drains.
+        conversation: the conversation's id (the engine keeps processed prompts per id).
+        report: filled in by the engine and by :func:`producing`.
+    """
 
     messages: list[ChatMessage]
     settings: GenerationSettings
     stop: StopSignal
     pieces: PieceQueue
+    conversation: str = ""
     report: GenerationReport = field(default_factory=GenerationReport)
+
+
+class ReplyProducer(Protocol):
+    """Something that turns a :class:`ReplyJob` into pieces in its queue."""
+
+    def produce(self, job: ReplyJob) -> None:
+        """Start producing ``job``'s reply; the queue is ended whatever happens."""
+        ...
+
+
+@contextlib.contextmanager
+def producing(job: ReplyJob) -> Iterator[None]:
+    """Around a producer's work on one reply: the one place that closes its books.
+
+    On the way out it stamps when the computation ended (the stop latency is measured to
+    here), records Stop as the reason the reply ended unless an error did, turns a bug into a
+    sentence instead of a dead thread, and ends the queue so the frame pump finishes.
+    """
+    report = job.report
+    try:
+        yield
+    except Exception as exc:  # the engine reports its own errors; this catches our bugs
+        report.finish = "error"
+        report.error = Sentence(
+            QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
+            {"reason": exc},
+        )
+    finally:
+        report.compute_ended_at = time.perf_counter()
+        if job.stop.is_set() and report.finish != "error":
+            report.finish = "stopped"
+        job.pieces.end()
 
 
 @dataclass(frozen=True)
@@ -42,11 +92,18 @@ class _LoadJob:
     options: EngineOptions
 
 
+@dataclass(frozen=True)
+class _BackendCall:
+    """Something to do with the open model on its own thread (forget a conversation…)."""
+
+    action: Callable[[Backend], None]
+
+
 class _QuitJob:
     pass
 
 
-_Job = ReplyJob | _LoadJob | _QuitJob
+_Job = ReplyJob | _LoadJob | _BackendCall | _QuitJob
 
 NO_MODEL = Sentence(
     QT_TRANSLATE_NOOP(
@@ -82,9 +139,13 @@ class InferenceWorker(QThread):
         """Open ``path`` (after the jobs already submitted), replacing the open model."""
         self._jobs.put(_LoadJob(path, options))
 
-    def generate(self, job: ReplyJob) -> None:
+    def produce(self, job: ReplyJob) -> None:
         """Generate a reply (after the jobs already submitted)."""
         self._jobs.put(job)
+
+    def with_backend(self, action: Callable[[Backend], None]) -> None:
+        """Run ``action`` on the open model, on this thread (nothing happens without one)."""
+        self._jobs.put(_BackendCall(action))
 
     def finish(self) -> None:
         """Free the model and end the thread once the jobs submitted so far are done."""
@@ -96,8 +157,12 @@ class InferenceWorker(QThread):
             while not isinstance(job := self._jobs.get(), _QuitJob):
                 if isinstance(job, _LoadJob):
                     self._load(job)
+                elif isinstance(job, _BackendCall):
+                    if self._backend is not None:
+                        job.action(self._backend)
                 else:
-                    self._generate(job)
+                    with producing(job):
+                        self._generate(job)
         finally:
             self._close_backend()
 
@@ -150,35 +215,22 @@ class InferenceWorker(QThread):
         return messages
 
     def _generate(self, job: ReplyJob) -> None:
-        report = job.report
+        if job.stop.is_set():
+            return  # stopped before it began: producing() records it
+        if self._backend is None:
+            job.report.finish = "error"
+            job.report.error = NO_MODEL
+            return
+        messages = self._fit(self._backend, job)
+        if messages is None:
+            return
+        self.reply_computing.emit()
+        stream = self._backend.stream_reply(
+            messages, job.settings, job.stop, job.report, conversation=job.conversation
+        )
         try:
-            if job.stop.is_set():
-                report.finish = "stopped"
-                return
-            if self._backend is None:
-                report.finish = "error"
-                report.error = NO_MODEL
-                return
-            messages = self._fit(self._backend, job)
-            if messages is None:
-                return
-            self.reply_computing.emit()
-            stream = self._backend.stream_reply(messages, job.settings, job.stop, report)
-            try:
-                for text in stream:
-                    if not job.pieces.put(text):
-                        break
-            finally:
-                stream.close()
-            if job.stop.is_set():
-                report.finish = "stopped"
-        except Exception as exc:  # the engine reports its errors; this catches our own bugs
-            report.finish = "error"
-            report.error = Sentence(
-                QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
-                {"reason": exc},
-            )
+            for text in stream:
+                if not job.pieces.put(text):
+                    break
         finally:
-            if report.compute_ended_at is None:
-                report.compute_ended_at = time.perf_counter()
-            job.pieces.end()
+            stream.close()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from app.store.preferences import Preferences
+from app.flow.preferences import PreferencesKeeper
 from app.ui.language import LANGUAGE_CHOICES, LanguageChoice, Languages
 from app.ui.theme import THEME_CHOICES, ThemeChoice, apply_theme
 
@@ -18,21 +16,15 @@ class Appearance(QObject):
 
     Args:
         app: the application.
-        preferences: what the user chose last time (unknown values mean "system").
-        save: stores the preferences after a change; the caller decides how (off the UI
-            thread).
+        keeper: the preferences: what the user chose last time (unknown values mean
+            "system"), where each new choice is kept.
     """
 
-    def __init__(
-        self,
-        app: QApplication,
-        preferences: Preferences,
-        save: Callable[[Preferences], None],
-    ) -> None:
+    def __init__(self, app: QApplication, keeper: PreferencesKeeper) -> None:
         super().__init__(app)
         self._app = app
-        self._save = save
-        self._preferences = preferences
+        self._keeper = keeper
+        preferences = keeper.preferences
         self.languages = Languages(app)
         theme = preferences.theme
         self.theme: ThemeChoice = theme if theme in THEME_CHOICES else "system"
@@ -42,12 +34,10 @@ class Appearance(QObject):
         self.translation_missing = not self.languages.apply(self.language)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._on_system_scheme)
 
-    @property
-    def preferences(self) -> Preferences:
-        """The preferences, with the theme and language in effect."""
-        self._preferences.theme = self.theme
-        self._preferences.language = self.language
-        return self._preferences
+    def _remember(self) -> None:
+        self._keeper.preferences.theme = self.theme
+        self._keeper.preferences.language = self.language
+        self._keeper.save()
 
     @Slot(str)
     def choose_theme(self, choice: str) -> None:
@@ -56,7 +46,7 @@ class Appearance(QObject):
             return
         self.theme = choice
         apply_theme(self._app, self.theme)
-        self._save(self.preferences)
+        self._remember()
 
     @Slot(str)
     def choose_language(self, choice: str) -> bool:
@@ -69,7 +59,7 @@ class Appearance(QObject):
             return False
         self.language = choice
         found = self.languages.apply(self.language)
-        self._save(self.preferences)
+        self._remember()
         return found
 
     @Slot(Qt.ColorScheme)

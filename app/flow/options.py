@@ -1,0 +1,36 @@
+"""The one place that converts between the settings the user keeps and the engine's options.
+
+The store's :class:`~app.store.settings.Settings` and the engine's
+:class:`~app.engine.backend.EngineOptions` / :class:`~app.engine.backend.GenerationSettings`
+share field names (and their defaults, :mod:`app.defaults`); conversions go by those names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+from app.engine import EngineOptions, GenerationSettings
+from app.store.settings import SAMPLING, Settings, with_overrides
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    """How the engine opens models, from the settings."""
+    return EngineOptions(**{f.name: getattr(settings, f.name) for f in fields(EngineOptions)})
+
+
+def generation_settings(settings: Settings) -> GenerationSettings:
+    """How replies are sampled, from the settings."""
+    return GenerationSettings(
+        **{f.name: getattr(settings, f.name) for f in fields(GenerationSettings)}
+    )
+
+
+def as_settings(sampling: GenerationSettings) -> Settings:
+    """The sampling the app uses, as settings (for comparing with a conversation's own)."""
+    return Settings(**{f.name: getattr(sampling, f.name) for f in fields(sampling)})
+
+
+def with_conversation(sampling: GenerationSettings, own: dict[str, object]) -> GenerationSettings:
+    """The app's sampling with a conversation's own values over it."""
+    chosen = with_overrides(as_settings(sampling), own)
+    return replace(sampling, **{name: getattr(chosen, name) for name in SAMPLING})

@@ -1,0 +1,239 @@
+"""The reply runner: one reply's queue, frame pump, stop signal, progress and saving."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal
+
+from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
+from app.flow.library import ConversationLibrary
+from app.flow.metrics import FlowMetrics, ReplyFigures
+from app.flow.pacing import Throttle
+from app.flow.pump import FramePump
+from app.flow.queue import PieceQueue
+from app.flow.words import say, say_sentence
+from app.flow.worker import ReplyJob, ReplyProducer
+from app.sentence import QT_TRANSLATE_NOOP
+from app.store.conversation import Message, Status
+
+SAVE_EVERY = 1.0
+"""Seconds between saves of a reply while it streams: a crash loses at most this much."""
+
+FIGURES_EVERY = 0.25
+"""Seconds between live-figure updates (a number that changes 60 times a second cannot be
+read); prompt progress is said as often, which is at least twice a second."""
+
+PROGRESS_AFTER = 0.3
+"""Seconds of prompt processing before progress is shown: a prompt answered from the cache,
+or a short one, says nothing."""
+
+
+@dataclass
+class _ActiveReply:
+    job: ReplyJob
+    prompt: Message
+    message: Message
+    task: asyncio.Task[None]
+
+
+class ReplyRunner(QObject):
+    """Runs one reply at a time from a producer to the view, and saves it as it streams.
+
+    Signals:
+        reply_started(): a reply began (its prompt is the conversation's second-last turn).
+        reply_text(str): text to append to the reply; at most once per frame.
+        prompt_progress(str): how far the model is in reading the prompt (empty: done).
+        reply_ended(str, str): the reply's final :data:`Status` and a note for the user.
+        figures_changed(): :attr:`metrics` moved on (a few times a second while streaming).
+        notice(str): something the user should know about the reply that just ended.
+    """
+
+    reply_started = Signal()
+    reply_text = Signal(str)
+    prompt_progress = Signal(str)
+    reply_ended = Signal(str, str)
+    figures_changed = Signal()
+    notice = Signal(str)
+
+    def __init__(
+        self,
+        library: ConversationLibrary,
+        metrics: FlowMetrics,
+        frame_interval: float,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._library = library
+        self.metrics = metrics
+        self.frame_interval = frame_interval
+        self._reply: _ActiveReply | None = None
+        self._saving = Throttle(SAVE_EVERY)
+        self._figures = Throttle(FIGURES_EVERY)
+        self._progress_said = False
+        self._n_ctx = 0
+
+    @property
+    def generating(self) -> bool:
+        """A reply is on its way (or waiting for the model)."""
+        return self._reply is not None
+
+    @property
+    def report(self) -> GenerationReport | None:
+        """The report of the reply on its way."""
+        return self._reply.job.report if self._reply is not None else None
+
+    def start(
+        self,
+        producer: ReplyProducer,
+        prompt: Message,
+        settings: GenerationSettings,
+        queue_bound: int,
+        model: ModelInfo | None,
+    ) -> None:
+        """Answer ``prompt``, the conversation's newest turn, with the turns before it."""
+        conversation = self._library.conversation
+        messages = [ChatMessage(role=r, content=c) for r, c in conversation.history()]
+        message = conversation.add("assistant", "", "streaming")
+        self._n_ctx = model.n_ctx if model is not None else 0
+        if model is not None:
+            message.model = model.name
+            conversation.model = str(model.path)
+        self._library.save_conversation(prompt, message)
+        self._saving.restart()
+        stop = StopSignal()
+        pieces = PieceQueue(queue_bound, stop)
+        job = ReplyJob(messages, settings, stop, pieces, conversation=conversation.id)
+        self.metrics.reply = ReplyFigures(sent_at=time.perf_counter())
+        self.metrics.queue_bound = queue_bound
+        self._progress_said = False
+        task = asyncio.ensure_future(self._stream(job))
+        self._reply = _ActiveReply(job, prompt, message, task)
+        producer.produce(job)
+        self.reply_started.emit()
+
+    def stop(self) -> bool:
+        """Stop the reply in progress. False if there is none or Stop was already pressed."""
+        if self._reply is None:
+            return False
+        return self._reply.job.stop.set()
+
+    async def stop_and_wait(self) -> None:
+        """Stop the reply in progress, if any, and wait until it is shown and saved."""
+        reply = self._reply
+        if reply is not None:
+            reply.job.stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reply.task
+
+    # -- the flow -------------------------------------------------------------------------------
+
+    async def _stream(self, job: ReplyJob) -> None:
+        pump = FramePump(self.frame_interval, self._show, self.metrics)
+        await pump.run(job.pieces, on_frame=self._each_frame)
+        self._finish()
+
+    def _show(self, text: str) -> None:
+        reply = self._reply
+        assert reply is not None
+        if self._progress_said:
+            self._progress_said = False
+            self.prompt_progress.emit("")
+        reply.message.content += text
+        self.reply_text.emit(text)
+        if self._library.archive is not None and self._saving.ready():
+            self._library.save_messages(reply.message)
+
+    def _each_frame(self) -> None:
+        reply = self._reply
+        if reply is None or not self._figures.ready():
+            return
+        report = reply.job.report
+        if reply.message.content == "" and not reply.job.stop.is_set():
+            progress = prompt_progress_text(report, time.perf_counter())
+            if progress:
+                self._progress_said = True
+                self.prompt_progress.emit(progress)
+        self.figures_changed.emit()
+
+    def _finish(self) -> None:
+        reply = self._reply
+        assert reply is not None
+        self._reply = None
+        if self._progress_said:
+            self._progress_said = False
+            self.prompt_progress.emit("")
+        self.metrics.queue_depth = 0  # everything produced is on screen
+        report = reply.job.report
+        stop_at = reply.job.stop.set_at
+        if stop_at is not None and report.compute_ended_at is not None:
+            self.metrics.stop_latency_ms.add(max(0.0, report.compute_ended_at - stop_at) * 1000)
+        status, note = self._outcome(reply, report)
+        reply.message.status, reply.message.note = status, note
+        self._library.save_conversation(reply.prompt, reply.message)
+        self.figures_changed.emit()
+        self.reply_ended.emit(status, note)
+        if report.dropped_turns:
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "The {n} oldest messages were left out of what the model saw: the "
+                        "conversation no longer fits its context of {n_ctx} tokens.",
+                    ),
+                    n=report.dropped_turns,
+                    n_ctx=self._n_ctx,
+                )
+            )
+
+    @staticmethod
+    def _outcome(reply: _ActiveReply, report: GenerationReport) -> tuple[Status, str]:
+        if report.finish == "error":
+            if not reply.message.content:
+                # Nothing came back: leave the prompt out of the history; the window gives its
+                # text back to the composer so nothing typed is lost.
+                reply.prompt.status = "error"
+            return "error", say_sentence(report.error) if report.error else ""
+        if report.finish == "stopped":
+            return "stopped", say(QT_TRANSLATE_NOOP("Floodgate", "Stopped."))
+        if report.finish == "length":
+            return "length", say(
+                QT_TRANSLATE_NOOP("Floodgate", "The reply reached the limit of {n} tokens."),
+                n=reply.job.settings.max_tokens,
+            )
+        return "complete", ""
+
+
+def prompt_progress_text(report: GenerationReport, now: float) -> str:
+    """Prompt progress for the user ("Reading the conversation… 640 / 1,215 tokens, …").
+
+    Nothing is said before the engine knows the prompt's size, once the prompt is processed,
+    or during the first moments (a prompt answered from the cache never shows progress).
+    """
+    began = report.prefill_started_at
+    total = report.prompt_tokens
+    if began is None or report.prefill_ended_at is not None or total <= 0:
+        return ""
+    elapsed = now - began
+    if elapsed < PROGRESS_AFTER:
+        return ""
+    done = report.prefill_done
+    processed = done - report.cached_tokens
+    if processed <= 0 or elapsed <= 0:
+        return say(
+            QT_TRANSLATE_NOOP("Floodgate", "Reading the conversation… {done} / {total} tokens"),
+            done=f"{done:,}",
+            total=f"{total:,}",
+        )
+    left = (total - done) / (processed / elapsed)
+    return say(
+        QT_TRANSLATE_NOOP(
+            "Floodgate", "Reading the conversation… {done} / {total} tokens, about {left} s left"
+        ),
+        done=f"{done:,}",
+        total=f"{total:,}",
+        left=max(1, round(left)),
+    )
