@@ -8,11 +8,18 @@ from collections.abc import Iterator
 import pytest
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.store.database import ConversationSummary
 from app.ui.chat_view import ChatView
+from app.ui.code_row import CodeRow
+from app.ui.header_row import HeaderRow
 from app.ui.markdown import render_blocks
-from app.ui.rows import CodeRow, HeaderRow, Row, TextRow, ThinkingRow
+from app.ui.row_base import Row
+from app.ui.rows import FOLD_LINES, TextRow, ThinkingRow
+from app.ui.sidebar import Sidebar
+from app.ui.text_block import TextBlock
 from tests.test_markdown import CORPUS, REASONING
 
 REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))
@@ -73,8 +80,22 @@ def test_final_rows_are_not_rendered_again_however_long_the_reply(view: ChatView
 
 def test_the_view_follows_until_scrolled_up_with_markdown(view: ChatView) -> None:
     bar = view.verticalScrollBar()
-    stream(view, REPLY * 3)
+    view.begin_reply("Model")
+    view.append_to_reply(REPLY * 3)
     assert bar.maximum() > 0
+    assert bar.value() == bar.maximum()  # following the reply
+    assert view.pinned
+    bar.setValue(bar.maximum() // 2)  # the user scrolls up to read
+    assert not view.pinned
+    reading = bar.value()
+    for piece in REPLY.split(" "):
+        view.append_to_reply(piece + " ")
+    assert bar.maximum() > 2 * reading  # the reply grew below
+    assert bar.value() == reading  # and what the user reads stayed put
+    bar.setValue(bar.maximum())  # back to the bottom: following again
+    assert view.pinned
+    view.append_to_reply("\n\n" + REPLY)
+    view.end_reply()
     assert bar.value() == bar.maximum()
 
 
@@ -135,8 +156,8 @@ def test_a_clicked_link_opens_in_the_browser_only_if_it_is_web_or_mail(
     (row,) = body_rows(view)
     assert isinstance(row, TextRow)
     assert "(https://example.com/docs)" in row.label.text()  # the address is shown
-    row.label.linkActivated.emit("https://example.com/docs")
-    row.label.linkActivated.emit("file:///etc/passwd")
+    row.label.link_activated.emit("https://example.com/docs")
+    row.label.link_activated.emit("file:///etc/passwd")
     assert links.opened == ["https://example.com/docs"]
 
 
@@ -251,3 +272,86 @@ def test_rows_above_change_height_without_moving_what_the_reader_looks_at(
     assert view.stack.tops[row] > before  # the rows above did grow
     assert consistent(view)
     assert bar.value() - view.stack.tops[row] == offset
+
+
+HOSTILE = "<b>BOLD</b><img src='x'>"
+
+
+def sweep(root: QWidget, hostile: str) -> int:
+    """Check every widget under ``root`` that shows ``hostile`` shows it as text; count them."""
+    shown = 0
+    for label in root.findChildren(QLabel):
+        if "BOLD" in label.text():
+            assert label.textFormat() == Qt.TextFormat.PlainText, label.objectName()
+            shown += 1
+    for block in root.findChildren(TextBlock):
+        if "BOLD" in block.plain_text():
+            # Shown as the characters the model wrote (rich rows carry them escaped).
+            assert "<b>BOLD</b>" in block.plain_text()
+            assert block.textFormat() == Qt.TextFormat.PlainText or "<b>BOLD" not in block.text()
+            shown += 1
+    for widget in [root, *root.findChildren(QWidget)]:
+        tip = widget.toolTip()
+        assert "<b>BOLD" not in tip or not Qt.mightBeRichText(tip)
+    return shown
+
+
+def test_untrusted_text_is_never_shown_as_markup(view: ChatView) -> None:
+    view.add_user_message(HOSTILE)
+    header = view.begin_reply(f"<i>model</i>{HOSTILE}")  # a model's name from its file
+    header.set_variant(1, 2)
+    view.append_to_reply(f"```{HOSTILE}\nprint(1)\n```\n\nSome {HOSTILE} and `{HOSTILE}`.\n")
+    view.end_reply(f"Server said: {HOSTILE}", error=True)
+    view.add_note(HOSTILE)
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.language_label.textFormat() == Qt.TextFormat.PlainText
+    assert code.language_label.text() == "<b>BOLD</b><img"  # the fence's first word, as text
+    # The prompt, the model's name, the code's language, the paragraph, the error, the note.
+    assert sweep(view, HOSTILE) == 6
+
+
+def test_a_conversation_title_is_never_shown_as_markup(qtbot: QtBot) -> None:
+    sidebar = Sidebar()
+    qtbot.addWidget(sidebar)
+    sidebar.set_conversations([ConversationSummary("c1", HOSTILE, 0.0)], "c1")
+    item = sidebar.list.item(0)
+    assert item.text() == HOSTILE  # list items are always plain text
+    assert "&lt;b&gt;BOLD&lt;/b&gt;" in item.toolTip()
+    assert "<b>BOLD" not in item.toolTip()
+    sweep(sidebar, HOSTILE)
+
+
+def test_a_long_prompt_folds_and_copy_and_edit_keep_all_of_it(view: ChatView, qtbot: QtBot) -> None:
+    prompt = "\n".join(f"line {i} of a long pasted prompt" for i in range(60))
+    header = view.add_user_message(prompt)
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.fold_button is not None
+    line = row.label.line_height()
+    folded = row.height()
+    assert folded < (FOLD_LINES + 4) * line  # about twelve lines, not sixty
+    assert row.fold_button.isVisible()
+    assert row.fold_button.text() == "Show all"
+    qtbot.mouseClick(header.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == prompt  # Copy: the whole prompt
+    assert header.message_text() == prompt  # what Edit puts back in the composer
+    # Keyboard: the fold button is among the message's tab stops, and Space opens it.
+    assert view.focus_message(0)
+    while QGuiApplication.focusObject() is not row.fold_button:
+        qtbot.keyClick(QGuiApplication.focusObject(), Qt.Key.Key_Tab)
+    qtbot.keyClick(row.fold_button, Qt.Key.Key_Space)
+    assert row.expanded
+    assert row.fold_button.text() == "Show less"
+    assert row.height() > 55 * line
+    assert view.stack.height() == sum(r.height() for r in view.stack.rows)
+    row.fold_button.click()
+    assert row.height() == folded
+
+
+def test_a_short_prompt_does_not_fold(view: ChatView) -> None:
+    view.add_user_message("\n".join(f"line {i}" for i in range(FOLD_LINES + 2)))
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.fold_button is not None
+    assert not row.fold_button.isVisible()
+    assert row.label.height() >= row.label.height_for(row.label.width())

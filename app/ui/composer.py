@@ -28,7 +28,8 @@ class Composer(QPlainTextEdit):
         self.setMaximumHeight(line * 8)
 
     def retranslate(self) -> None:
-        """Set the placeholder in the current language."""
+        """Set the placeholder and the name a screen reader reads, in the current language."""
+        self.setAccessibleName(self.tr("Message"))
         self.setPlaceholderText(
             self.tr("Message the model… (Enter sends, Shift+Enter for a new line)")
         )

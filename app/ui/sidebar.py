@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 
@@ -82,6 +83,8 @@ class Sidebar(QWidget):
     def retranslate(self) -> None:
         """Set the texts in the current language."""
         self.search.setPlaceholderText(self.tr("Search conversations"))
+        self.search.setAccessibleName(self.tr("Search conversations"))
+        self.list.setAccessibleName(self.tr("Conversations"))
         self.new_button.setText(self.tr("New chat"))
         self.delete_action.setText(self.tr("Delete"))
         self.rename_action.setText(self.tr("Rename"))
@@ -97,7 +100,9 @@ class Sidebar(QWidget):
                 item = QListWidgetItem(summary.title or self.tr("Untitled"))
                 item.setData(ID_ROLE, summary.id)
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated_at))
-                item.setToolTip(f"{summary.title}\n{when}")
+                # A tooltip is rich text whenever it looks like HTML: a title is a person's (or
+                # a model's) words, so it is escaped, never interpreted.
+                item.setToolTip(f"<p>{html.escape(summary.title)}<br>{when}</p>")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
                 if summary.id == current_id:

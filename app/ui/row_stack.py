@@ -1,0 +1,186 @@
+"""The row stack: places the conversation's rows one under the other, without a QLayout.
+
+Each row knows its height for a width, and :class:`RowStack` keeps the rows' tops itself, so
+when the last row grows only that row and the stack's height change: the cost of an update
+does not depend on how many rows are above it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import time
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QWidget
+
+from app.ui.row_base import Row
+
+
+class RowStack(QWidget):
+    """Places rows one under the other, at the view's width.
+
+    Positions are kept as running tops, so a change in a row's height moves only the rows
+    below it. A reply grows at the bottom, so an update re-places one row.
+
+    A new width (the window was resized) re-measures the rows on screen at once and leaves the
+    others stale; :meth:`measure_stale` measures those a slice at a time, so a long
+    conversation never stalls the window on a resize.
+    """
+
+    SYNC_ROWS = 120
+    """Up to this many rows, a new width is laid out at once (it takes a few milliseconds)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[Row] = []
+        self._tops: list[int] = []
+        self._heights: list[int] = []
+        self._measured_at: list[int] = []
+        self._index: dict[int, int] = {}
+        self._hidden: set[int] = set()
+        self.on_append: Callable[[int, Row], None] | None = None
+        """Told of each row appended, with its index (the selection paints new rows)."""
+
+    @property
+    def tops(self) -> list[int]:
+        """Where each row starts, in the stack's coordinates."""
+        return self._tops
+
+    @property
+    def stale(self) -> int:
+        """Rows not measured at the current width yet."""
+        width = self.width()
+        return sum(1 for w in self._measured_at if w != width)
+
+    def _measure(self, i: int) -> int:
+        row = self.rows[i]
+        width = self.width()
+        self._measured_at[i] = width
+        # Folded away, or not shown yet (measured when the view gets its width): no height.
+        height = 0 if id(row) in self._hidden or width <= 0 else row.row_height(width)
+        self._heights[i] = height
+        return height
+
+    def _bottom(self) -> int:
+        return self._tops[-1] + self._heights[-1] if self.rows else 0
+
+    def row_at(self, y: int) -> int:
+        """The index of the row at height ``y`` (the last one if ``y`` is below all)."""
+        return max(0, bisect.bisect_right(self._tops, y) - 1)
+
+    def append(self, row: Row) -> None:
+        """Add a row at the bottom."""
+        row.setParent(self)
+        self._index[id(row)] = len(self.rows)
+        self._tops.append(self._bottom())
+        self.rows.append(row)
+        self._heights.append(0)
+        self._measured_at.append(0)
+        self._measure(len(self.rows) - 1)
+        row.setGeometry(0, self._tops[-1], self.width(), self._heights[-1])
+        row.show()
+        row.height_changed.connect(functools.partial(self.refresh, row))
+        self.resize(self.width(), self._bottom())
+        if self.on_append is not None:
+            self.on_append(len(self.rows) - 1, row)
+
+    def index_of(self, row: Row) -> int:
+        """The position of ``row`` in the stack (-1 if it is not there)."""
+        return self._index.get(id(row), -1)
+
+    def is_shown(self, i: int) -> bool:
+        """Whether row ``i`` is shown (not folded away)."""
+        return id(self.rows[i]) not in self._hidden
+
+    def refresh(self, row: Row) -> None:
+        """Re-measure a row whose content changed; moves the rows under it if it grew."""
+        i = self._index.get(id(row))
+        if i is None:
+            return  # removed meanwhile
+        before = self._heights[i]
+        if self._measure(i) != before:
+            self._place(i)
+        else:
+            row.setGeometry(0, self._tops[i], self.width(), before)
+
+    def set_visible(self, rows: list[Row], visible: bool) -> None:
+        """Fold rows away (height 0) or show them again."""
+        if not rows:
+            return
+        for row in rows:
+            if visible:
+                self._hidden.discard(id(row))
+            else:
+                self._hidden.add(id(row))
+            row.setVisible(visible)
+            self._measure(self._index[id(row)])
+        self._place(min(self._index[id(row)] for row in rows))
+
+    def remove_tail(self, rows: list[Row]) -> None:
+        """Remove rows that are the last ones in the stack."""
+        if not rows:
+            return
+        first = min(self._index[id(row)] for row in rows)
+        assert first + len(rows) == len(self.rows), "only the bottom rows can be removed"
+        for row in self.rows[first:]:
+            del self._index[id(row)]
+            self._hidden.discard(id(row))
+            row.hide()
+            row.deleteLater()
+        del self.rows[first:], self._tops[first:], self._heights[first:]
+        del self._measured_at[first:]
+        self.resize(self.width(), self._bottom())
+
+    def clear(self) -> None:
+        """Remove every row."""
+        if self.rows:
+            self.remove_tail(list(self.rows))
+
+    def set_width(self, width: int, shown_from: int = 0, shown_to: int = 0) -> int:
+        """Take a new width (window resize, theme change); returns how many rows are stale.
+
+        Rows between ``shown_from`` and ``shown_to`` (what the view shows, in the stack's
+        coordinates) are measured at once; the others wait for :meth:`measure_stale`, unless
+        there are few rows.
+        """
+        self.resize(width, self.height())
+        self._measured_at = [0] * len(self.rows)  # everything is stale now, even at one width
+        if not self.rows:
+            return 0
+        if len(self.rows) <= self.SYNC_ROWS:
+            shown = range(len(self.rows))
+        else:
+            shown = range(self.row_at(shown_from), self.row_at(shown_to) + 1)
+        for i in shown:
+            self._measure(i)
+        self._place(0)
+        return self.stale
+
+    def measure_stale(self, budget: float) -> int:
+        """Measure stale rows for about ``budget`` seconds; returns how many are left."""
+        deadline = time.perf_counter() + budget
+        width = self.width()
+        first = None
+        for i, measured in enumerate(self._measured_at):
+            if measured == width:
+                continue
+            first = i if first is None else first
+            self._measure(i)
+            if time.perf_counter() > deadline:
+                break
+        if first is not None:
+            self._place(first)
+        return self.stale
+
+    def _place(self, start: int) -> None:
+        """Position rows from ``start`` on; a stale row keeps its old size until measured."""
+        width = self.width()
+        for i in range(start, len(self.rows)):
+            if i > start:
+                self._tops[i] = self._tops[i - 1] + self._heights[i - 1]
+            if self._measured_at[i] == width:
+                self.rows[i].setGeometry(0, self._tops[i], width, self._heights[i])
+            else:
+                self.rows[i].move(0, self._tops[i])
+        self.resize(width, self._bottom())

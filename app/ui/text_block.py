@@ -1,0 +1,252 @@
+"""A block of text the conversation view shows, and whose selection the view drives.
+
+Each row of the conversation shows its text in a :class:`TextBlock`: a widget that paints a
+:class:`QTextDocument` itself instead of a ``QLabel``. The view needs three things a label does
+not give: the character under a point (to start and extend a selection that runs across rows),
+painting a selection it decides, and the plain text of any part of the block (to copy it in
+reading order). Mouse presses are not handled here: they go on to the row stack, which owns
+the selection (see :mod:`app.ui.selection`); a click on a link is reported back by the view
+through :attr:`TextBlock.link_activated`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QDesktopServices,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QResizeEvent,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextOption,
+)
+from PySide6.QtWidgets import QSizePolicy, QWidget
+from typing_extensions import override
+
+SAFE_LINK_SCHEMES = ("http", "https", "mailto")
+"""The only links a click opens (in the system browser); other schemes are not followed."""
+
+
+@Slot(str)
+def open_link(href: str) -> None:
+    """Open a link the user clicked in the system browser, if it is a web or mail link."""
+    url = QUrl(href)
+    if url.scheme().lower() in SAFE_LINK_SCHEMES:
+        QDesktopServices.openUrl(url)
+
+
+def as_plain(text: str) -> str:
+    """A document's text with its paragraph and line separators as newlines."""
+    return text.replace("\u2029", "\n").replace("\u2028", "\n")
+
+
+class TextBlock(QWidget):
+    """Text (plain, or rich HTML from the Markdown renderer) with a selection set from outside.
+
+    Args:
+        wrap: whether lines wrap at the widget's width (code does not wrap: it scrolls).
+
+    Signals:
+        link_activated(str): a link in the text was clicked (opened if it is safe).
+    """
+
+    link_activated = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, *, wrap: bool = True) -> None:
+        super().__init__(parent)
+        self.document = QTextDocument(self)
+        self.document.setDocumentMargin(0)
+        self.document.setDefaultFont(self.font())
+        self.document.setUndoRedoEnabled(False)
+        if not wrap:
+            option = QTextOption(self.document.defaultTextOption())
+            option.setWrapMode(QTextOption.WrapMode.NoWrap)
+            self.document.setDefaultTextOption(option)
+        self._wrap = wrap
+        self._format = Qt.TextFormat.PlainText
+        self._plain: str | None = ""
+        self._html = ""
+        self._selection = (0, 0)
+        self.setMouseTracking(True)  # a pointing hand over links
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.link_activated.connect(open_link)
+        if wrap:
+            policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+            policy.setHeightForWidth(True)
+            self.setSizePolicy(policy)
+
+    # -- content ------------------------------------------------------------------------------
+
+    def set_plain(self, text: str) -> None:
+        """Show text as it is: never interpreted as markup."""
+        self._format = Qt.TextFormat.PlainText
+        self.document.setPlainText(text)
+        self._plain = None
+        self._changed()
+
+    def set_html(self, html: str) -> None:
+        """Show rich text (safe HTML made by :mod:`app.ui.markdown` or Pygments)."""
+        self._format = Qt.TextFormat.RichText
+        self._html = html
+        self.document.setHtml(html)
+        self._plain = None
+        self._changed()
+
+    def textFormat(self) -> Qt.TextFormat:
+        """How the text was given: plain (never interpreted) or rich."""
+        return self._format
+
+    def text(self) -> str:
+        """The text as given: the plain text, or the HTML of a rich block."""
+        if self._format == Qt.TextFormat.PlainText:
+            return self.plain_text()
+        return self._html
+
+    def plain_text(self) -> str:
+        """The text as shown, without markup."""
+        if self._plain is None:
+            self._plain = as_plain(self.document.toPlainText())
+        return self._plain
+
+    def length(self) -> int:
+        """How many character positions the text has (selection offsets run 0 to this)."""
+        return self.document.characterCount() - 1
+
+    def _changed(self) -> None:
+        if not self._wrap:
+            self.updateGeometry()
+        self.update()
+
+    # -- geometry -----------------------------------------------------------------------------
+
+    def height_for(self, width: int) -> int:
+        """Height of the text laid out ``width`` pixels wide (margins included)."""
+        margins = self.contentsMargins()
+        inner = max(1, width - margins.left() - margins.right())
+        if self._wrap:
+            self.document.setTextWidth(inner)
+        height = math.ceil(self.document.size().height())
+        return height + margins.top() + margins.bottom()
+
+    def line_height(self) -> int:
+        """The height of one line of text in the block's font."""
+        return self.fontMetrics().lineSpacing()
+
+    @override
+    def heightForWidth(self, width: int) -> int:
+        return self.height_for(width)
+
+    @override
+    def hasHeightForWidth(self) -> bool:
+        return self._wrap
+
+    @override
+    def sizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        if self._wrap:
+            width = max(1, self.width())
+            return QSize(width, self.height_for(width))
+        size = self.document.size()
+        return QSize(
+            math.ceil(self.document.idealWidth()) + margins.left() + margins.right(),
+            math.ceil(size.height()) + margins.top() + margins.bottom(),
+        )
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        if self._wrap:
+            self.document.setTextWidth(max(1, self.contentsRect().width()))
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.document.setDefaultFont(self.font())
+
+    # -- hit testing and selection ------------------------------------------------------------
+
+    def _to_document(self, point: QPoint) -> QPointF:
+        origin = self.contentsRect().topLeft()
+        return QPointF(point.x() - origin.x(), point.y() - origin.y())
+
+    def position_at(self, point: QPoint) -> int:
+        """The character position nearest ``point`` (in this widget's coordinates)."""
+        layout = self.document.documentLayout()
+        position = layout.hitTest(self._to_document(point), Qt.HitTestAccuracy.FuzzyHit)
+        return min(max(position, 0), self.length())
+
+    def anchor_at(self, point: QPoint) -> str:
+        """The address of the link at ``point``, or ``""``."""
+        return self.document.documentLayout().anchorAt(self._to_document(point))
+
+    def word_at(self, position: int) -> tuple[int, int]:
+        """The start and end of the word around ``position``."""
+        cursor = QTextCursor(self.document)
+        cursor.setPosition(min(position, self.length()))
+        cursor.select(QTextCursor.SelectionType.WordUnderCursor)
+        return cursor.selectionStart(), cursor.selectionEnd()
+
+    @property
+    def selection(self) -> tuple[int, int]:
+        """The selected range, as (start, end) character positions; empty when equal."""
+        return self._selection
+
+    def set_selection(self, start: int, end: int) -> None:
+        """Select the characters from ``start`` to ``end`` (painted in the highlight colour)."""
+        selection = (min(start, end), max(start, end))
+        if selection != self._selection:
+            self._selection = selection
+            self.update()
+
+    def selected_text(self) -> str:
+        """The selected part of the text, as plain text."""
+        start, end = self._selection
+        if start == end:
+            return ""
+        cursor = QTextCursor(self.document)
+        cursor.setPosition(min(start, self.length()))
+        cursor.setPosition(min(end, self.length()), QTextCursor.MoveMode.KeepAnchor)
+        return as_plain(cursor.selectedText())
+
+    # -- painting and the pointer -------------------------------------------------------------
+
+    @override
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        origin = self.contentsRect().topLeft()
+        painter.translate(origin)
+        context = QAbstractTextDocumentLayout.PaintContext()
+        palette = QPalette(self.palette())
+        palette.setColor(QPalette.ColorRole.Text, self.palette().color(self.foregroundRole()))
+        context.palette = palette
+        context.clip = QRectF(event.rect().translated(-origin))
+        start, end = self._selection
+        if start != end:
+            chosen = QAbstractTextDocumentLayout.Selection()
+            cursor = QTextCursor(self.document)
+            cursor.setPosition(min(start, self.length()))
+            cursor.setPosition(min(end, self.length()), QTextCursor.MoveMode.KeepAnchor)
+            chosen.cursor = cursor
+            look = QTextCharFormat()
+            look.setBackground(self.palette().color(QPalette.ColorRole.Highlight))
+            look.setForeground(self.palette().color(QPalette.ColorRole.HighlightedText))
+            chosen.format = look
+            context.selections = [chosen]
+        self.document.documentLayout().draw(painter, context)
+
+    @override
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if event.buttons() == Qt.MouseButton.NoButton:
+            over_link = bool(self.anchor_at(event.position().toPoint()))
+            if over_link:
+                self.setCursor(Qt.CursorShape.PointingHandCursor)
+            else:
+                self.setCursor(Qt.CursorShape.IBeamCursor)
+        event.ignore()  # the row stack drives selection
