@@ -11,17 +11,18 @@ QM := $(TS:.ts=.qm)
 # so only the first install on a machine pays for it. LLAVA is the multimodal library we do not use.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
-.PHONY: run test lint typecheck check bench translations clean
+.PHONY: run test lint typecheck check bench soak translations clean fonts
 
-run: $(STAMP) $(MODEL) $(QM)
+run: $(STAMP) $(MODEL) $(QM) fonts
 	$(BIN)/floodgate --model $(MODEL)
 
-test: $(STAMP) $(MODEL) $(QM)
+test: $(STAMP) $(MODEL) $(QM) fonts
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests models
 	$(BIN)/ruff format --check app tests models
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -31,6 +32,24 @@ check: lint typecheck test
 bench: $(STAMP) $(MODEL) $(QM)
 	mkdir -p build
 	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate bench --model $(MODEL) --json build/bench.json
+
+# A soak of random Send/Stop/regenerate/switch/close cycles with the real model (500 by default).
+soak: $(STAMP) $(MODEL) $(QM)
+	mkdir -p build
+	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate soak --model $(MODEL) --json build/soak.json
+
+# Chinese text needs a CJK font: the interface has a Chinese translation, and a test checks
+# that it is used. Installed with the system's packages where we may (root with apt-get).
+fonts:
+	@if ! fc-list :lang=zh family 2>/dev/null | grep -q .; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-noto-cjk \
+	    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends fonts-noto-cjk); \
+	  else \
+	    echo "No CJK font found: Chinese text shows as boxes. Install fonts-noto-cjk."; \
+	  fi; \
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
