@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.flow.event_loop import finalize_async_generators_on
+from app.flow.session import ChatSession
 from app.store.paths import DEFAULT_MODEL
 
 Loop = asyncio.AbstractEventLoop
@@ -31,14 +33,28 @@ def floodgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def loop(qapp: QApplication) -> Iterator[Loop]:
-    """A qasync loop on the test's QApplication: Qt and asyncio in one loop, as in the app."""
+def loop(qapp: QApplication, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
+    """A qasync loop on the test's QApplication: Qt and asyncio in one loop, as in the app.
+
+    Every :class:`ChatSession` made during the test is closed before the loop is, whether the
+    test passed or failed half-way, so no worker thread outlives its test.
+    """
     event_loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(event_loop)
     hooks = finalize_async_generators_on(event_loop)
+    sessions: list[ChatSession] = []
+    made = ChatSession.__init__
+
+    def tracked(self: ChatSession, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        sessions.append(self)
+
+    monkeypatch.setattr(ChatSession, "__init__", tracked)
     try:
         yield event_loop
     finally:
+        for session in sessions:
+            event_loop.run_until_complete(session.close())
         event_loop.run_until_complete(asyncio.sleep(0))
         event_loop.close()
         asyncio.set_event_loop(None)
