@@ -241,6 +241,30 @@ def test_the_validator_finds_spans_that_overlap_and_time_going_back() -> None:
     assert check_trace([]) == ['not a trace: expected {"traceEvents": [...]}']
 
 
+def test_the_frame_counters_for_the_pump(tracer: Tracer, tmp_path: Path) -> None:
+    metrics = FlowMetrics(queue_bound=32)
+    metrics.trace_frame(depth=5, lag_ms=1.0)  # not recording: nothing
+    path = tmp_path / "frames.json"
+    tracer.name_thread("UI")
+    tracer.start(path)
+    for frame in range(40):
+        metrics.reply.pieces_shown += 4
+        metrics.trace_frame(depth=frame % 8, lag_ms=0.5)
+        time.sleep(0.005)
+    tracer.stop()
+    document = load(path)
+    assert_valid(document)
+    counters = events(document, "C")
+    queue = [c["args"] for c in counters if c["name"] == "queue"]
+    assert queue == [{"depth": frame % 8, "bound": 32} for frame in range(40)]
+    assert all(c["args"] == {"ms": 0.5} for c in counters if c["name"] == "loop lag")
+    rates = [c["args"]["rate"] for c in counters if c["name"] == "tokens/s"]
+    assert len(rates) == 40
+    assert rates[0] == 0.0  # nothing to measure a rate over yet
+    assert all(rate > 0 for rate in rates[1:])  # pieces kept coming
+    assert max(rates) <= 4 / 0.005 * 1.01  # never more than 4 pieces per (at least) 5 ms
+
+
 # -- the flow's moments in a trace ------------------------------------------------------------
 
 

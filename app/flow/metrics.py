@@ -144,6 +144,37 @@ class FlowEvent(NamedTuple):
     detail: Sentence | None = None
 
 
+class PieceRate:
+    """Pieces shown per second over a short window, read from a :class:`ReplyFigures` count.
+
+    Follows the count across replies (a new :class:`ReplyFigures` starts again from zero) so
+    the rate does not jump when a reply ends and the next begins.
+
+    Args:
+        window: seconds the rate is averaged over.
+    """
+
+    def __init__(self, window: float = 0.5) -> None:
+        self.window = window
+        self._reply: ReplyFigures | None = None
+        self._seen = 0
+        self._total = 0
+        self._totals: deque[tuple[float, int]] = deque()
+
+    def update(self, reply: ReplyFigures, now: float) -> float:
+        """The rate now, given the reply's figures."""
+        if reply is not self._reply:
+            self._reply, self._seen = reply, 0
+        self._total += max(0, reply.pieces_shown - self._seen)
+        self._seen = reply.pieces_shown
+        totals = self._totals
+        totals.append((now, self._total))
+        while len(totals) > 2 and totals[1][0] <= now - self.window:
+            totals.popleft()
+        began, before = totals[0]
+        return (self._total - before) / (now - began) if now > began else 0.0
+
+
 @dataclass
 class CacheFigures:
     """The engine's cache of processed prompts, as the diagnostics panel shows it.
@@ -197,6 +228,23 @@ class FlowMetrics:
     """The current (or last) reply's stop signal, whose ``set_at`` is when Stop was pressed."""
     _observed: ReplyFigures | None = field(default=None, init=False, repr=False)
     _marked: set[str] = field(default_factory=set, init=False, repr=False)
+    _traced_rate: PieceRate = field(default_factory=PieceRate, init=False, repr=False)
+
+    def trace_frame(self, depth: int, lag_ms: float) -> None:
+        """The frame's counters for a trace being recorded: queue, loop lag, tokens/s.
+
+        For the frame pump, once a frame (it costs one attribute read while not recording).
+
+        Args:
+            depth: pieces the frame drained (the queue's depth when it woke).
+            lag_ms: how late the frame woke.
+        """
+        if not TRACE.recording:
+            return
+        TRACE.counter("queue", depth=depth, bound=self.queue_bound)
+        TRACE.counter("loop lag", ms=lag_ms)
+        rate = self._traced_rate.update(self.reply, time.perf_counter())
+        TRACE.counter("tokens/s", rate=rate)
 
     def mark(self, name: str, at: float | None = None, detail: Sentence | None = None) -> None:
         """Note a moment of the flow for the timeline, and in the trace when one is recorded.
@@ -368,10 +416,7 @@ class FlowSampler:
         self.keep_seconds = keep_seconds
         self.rate_window = rate_window
         self.samples: deque[FlowSample] = deque()
-        self._reply: ReplyFigures | None = None
-        self._pieces_seen = 0
-        self._pieces_total = 0
-        self._totals: deque[tuple[float, int]] = deque()
+        self._rate = PieceRate(rate_window)
         self._frames_seen = metrics.frame_cost_ms.count
         self._lags_seen = metrics.loop_lag_ms.count
         self._waits_seen = metrics.backpressure_waits
@@ -381,18 +426,7 @@ class FlowSampler:
         m = self.metrics
         now = time.perf_counter() if now is None else now
         m.observe()
-        reply = m.reply
-        if reply is not self._reply:
-            self._reply, self._pieces_seen = reply, 0
-        self._pieces_total += max(0, reply.pieces_shown - self._pieces_seen)
-        self._pieces_seen = reply.pieces_shown
-        totals = self._totals
-        totals.append((now, self._pieces_total))
-        while len(totals) > 2 and totals[1][0] <= now - self.rate_window:
-            totals.popleft()
-        began, before = totals[0]
-        rate = (self._pieces_total - before) / (now - began) if now > began else 0.0
-
+        rate = self._rate.update(m.reply, now)
         frames = m.frame_cost_ms.since(self._frames_seen)
         self._frames_seen = m.frame_cost_ms.count
         lags = m.loop_lag_ms.since(self._lags_seen)
