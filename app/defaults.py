@@ -23,6 +23,12 @@ SEED: int | None = None
 N_CTX = 4096
 N_BATCH = 512
 
+# The prompt cache: processed prompts kept per conversation (KV cache states).
+CACHE_RAM_MB = 1024
+"""A gigabyte of RAM: about 40 conversations of 1,200 tokens with a 135M model, or 8 with an
+8B one (about 130 KB a token); little enough to leave a 16 GB machine usable."""
+CACHE_DISK_MB = 4096
+
 # The flow.
 QUEUE_BOUND = 64
 """Pieces the queue holds before the worker waits: about a second of a fast model's output,

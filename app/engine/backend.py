@@ -9,6 +9,7 @@ from typing import Literal, Protocol, TypedDict
 
 from app import defaults
 from app.engine.errors import Sentence
+from app.engine.prompt_cache import CacheStats
 from app.engine.stop import StopSignal
 
 Role = Literal["system", "user", "assistant"]
@@ -43,8 +44,8 @@ class EngineOptions:
     n_ctx: int = defaults.N_CTX
     n_threads: int = field(default_factory=defaults.default_threads)
     n_batch: int = defaults.N_BATCH
-    cache_ram_mb: int = 1024
-    cache_disk_mb: int = 4096
+    cache_ram_mb: int = defaults.CACHE_RAM_MB
+    cache_disk_mb: int = defaults.CACHE_DISK_MB
     cache_dir: Path | None = None
     prefill_chunk_seconds: float = 0.25
 
@@ -95,6 +96,12 @@ class GenerationReport:
         prefill_ended_at: ``time.perf_counter()`` when the prompt was fully processed.
         python_ms_per_token: the worker's own Python time per generated token (decode loop
             bookkeeping, not llama.cpp's computation), 0 when not measured.
+        prefix_source: where the ``cached_tokens`` came from: ``""`` (none), ``"kept"``
+            (already in the KV cache: the same conversation, or a stopped prompt),
+            ``"memory"`` or ``"disk"`` (the prompt cache), ``"shift"`` (kept while the
+            oldest turns were shifted out).
+        saved_seconds: what processing the ``cached_tokens`` would have cost, as far as the
+            engine knows (the prompt cache's estimate for a restored state).
     """
 
     finish: FinishReason = "done"
@@ -108,6 +115,8 @@ class GenerationReport:
     prefill_started_at: float | None = None
     prefill_ended_at: float | None = None
     python_ms_per_token: float = 0.0
+    prefix_source: str = ""
+    saved_seconds: float = 0.0
 
 
 class Backend(Protocol):
@@ -144,6 +153,18 @@ class Backend(Protocol):
             conversation: the conversation's id, so an engine that keeps processed prompts
                 can keep them per conversation (and forget them when it is deleted).
         """
+        ...
+
+    def forget(self, conversation: str) -> None:
+        """Drop what is kept of ``conversation`` (its processed prompt), in RAM and on disk."""
+        ...
+
+    def clear_cache(self) -> None:
+        """Drop every processed prompt kept, in RAM and on disk."""
+        ...
+
+    def cache_stats(self) -> CacheStats | None:
+        """What the prompt cache holds and has saved (None: the engine keeps none)."""
         ...
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from app.engine.backend import (
     GenerationSettings,
     ModelInfo,
 )
+from app.engine.prompt_cache import CacheStats
 from app.engine.stop import StopSignal
 
 PREFILL_STEP_S = 0.05
@@ -55,6 +56,8 @@ class ScriptedBackend:
         self.sampled_with: list[GenerationSettings] = []
         """The settings of every reply asked for, in order (for tests)."""
         self.closed = False
+        self.forgotten: list[str] = []
+        """Conversations the flow asked to forget, in order (for tests)."""
         self._info = ModelInfo(
             path=path, name=path.stem, n_ctx=n_ctx, has_chat_template=True, chat_format="scripted"
         )
@@ -126,6 +129,17 @@ class ScriptedBackend:
         report.prefill_done = total
         report.prefill_ended_at = time.perf_counter()
         return True
+
+    def forget(self, conversation: str) -> None:
+        """Note that ``conversation`` was forgotten (the pretend model keeps nothing)."""
+        self.forgotten.append(conversation)
+
+    def clear_cache(self) -> None:
+        """Nothing to clear: the pretend model keeps no processed prompts."""
+
+    def cache_stats(self) -> CacheStats | None:
+        """None: the pretend model keeps no processed prompts."""
+        return None
 
     def close(self) -> None:
         """Mark the pretend model freed."""

@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.backup import BACKUP_EVERY
 from app.store.conversation import Conversation
 from app.store.database import WRITES, Database, open_database
+from app.store.rescue import is_damage
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +118,13 @@ class Archive:
                 if notice is not None:
                     log.warning("%s", notice)
                     self.on_notice(notice)
-            result = job()
+            try:
+                result = job()
+            except sqlite3.DatabaseError as exc:
+                if not (history and is_damage(exc)):
+                    raise
+                self._rescue(exc)
+                result = job()  # once more, on the file put in place of the damaged one
             if writes:
                 self._written()
         except Exception as exc:
@@ -124,6 +132,12 @@ class Archive:
                 self._failed(exc)
             raise
         return result
+
+    def _rescue(self, damage: sqlite3.DatabaseError) -> None:
+        log.error("The chat history is damaged: %r", damage)
+        notice = self.database.rescue()
+        log.warning("%s", notice)
+        self.on_notice(notice)
 
     def _failed(self, exc: Exception) -> None:
         log.error("Saving the conversation failed: %r", exc, exc_info=exc)
@@ -140,6 +154,7 @@ class Archive:
         self.on_failure(self.failure)
 
     def _written(self) -> None:
+        self.database.note_written()
         if self.failure is not None:
             # Whatever failed meanwhile is written now, before the failure is called over.
             self.database.rewrite_held()

@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine import Backend, BackendOpener, EngineOptions, ModelInfo
+from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
@@ -83,6 +84,10 @@ class ModelHost(QObject):
     def with_backend(self, action: Callable[[Backend], None]) -> None:
         """Run ``action`` on the local model, on the worker's thread, after what is queued."""
         self._worker.with_backend(action)
+
+    def cache_stats(self) -> CacheStats | None:
+        """What the local model's prompt cache holds (None: no local model, or no cache)."""
+        return self._worker.cache_stats()
 
     async def connect_remote(self, endpoint: RemoteEndpoint) -> bool:
         """Use a model on a server from the next reply on.

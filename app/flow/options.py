@@ -8,14 +8,22 @@ share field names (and their defaults, :mod:`app.defaults`); conversions go by t
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from pathlib import Path
 
 from app.engine import EngineOptions, GenerationSettings
 from app.store.settings import SAMPLING, Settings, with_overrides
 
 
-def engine_options(settings: Settings) -> EngineOptions:
-    """How the engine opens models, from the settings."""
-    return EngineOptions(**{f.name: getattr(settings, f.name) for f in fields(EngineOptions)})
+def engine_options(settings: Settings, cache_dir: Path | None = None) -> EngineOptions:
+    """How the engine opens models, from the settings.
+
+    Args:
+        settings: the user's settings (the options they share by name with the engine's).
+        cache_dir: where processed prompts are kept on disk (None: in RAM only).
+    """
+    kept = {f.name for f in fields(Settings)}
+    shared = {f.name: getattr(settings, f.name) for f in fields(EngineOptions) if f.name in kept}
+    return EngineOptions(**shared, cache_dir=cache_dir if settings.cache_disk_mb > 0 else None)
 
 
 def generation_settings(settings: Settings) -> GenerationSettings:

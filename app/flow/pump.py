@@ -51,8 +51,10 @@ class FramePump:
                 next_frame = now
             await asyncio.sleep(next_frame - now)
             # How late the frame woke is the loop's lag, measured with no extra wake-ups.
-            metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - next_frame) * 1000)
+            lag_ms = max(0.0, time.perf_counter() - next_frame) * 1000
+            metrics.loop_lag_ms.add(lag_ms)
             pieces = queue.drain()
+            metrics.trace_frame(len(pieces), lag_ms)
             metrics.queue_depth = len(pieces)
             if pieces:
                 began = time.perf_counter()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
+from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary
-from app.flow.metrics import FlowMetrics, ReplyFigures
+from app.flow.metrics import FlowMetrics
 from app.flow.pacing import Throttle
 from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
@@ -64,10 +66,12 @@ class ReplyRunner(QObject):
         library: ConversationLibrary,
         metrics: FlowMetrics,
         frame_interval: float,
+        cache_stats: Callable[[], CacheStats | None] = lambda: None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self._library = library
+        self._cache_stats = cache_stats
         self.metrics = metrics
         self.frame_interval = frame_interval
         self._reply: _ActiveReply | None = None
@@ -107,7 +111,7 @@ class ReplyRunner(QObject):
         stop = StopSignal()
         pieces = PieceQueue(queue_bound, stop)
         job = ReplyJob(messages, settings, stop, pieces, conversation=conversation.id)
-        self.metrics.reply = ReplyFigures(sent_at=time.perf_counter())
+        self.metrics.begin_reply(job.report, stop)
         self.metrics.queue_bound = queue_bound
         self._progress_said = False
         task = asyncio.ensure_future(self._stream(job))
@@ -152,6 +156,8 @@ class ReplyRunner(QObject):
         if reply is None or not self._figures.ready():
             return
         report = reply.job.report
+        self.metrics.observe()
+        self._read_cache_figures()
         if reply.message.content == "" and not reply.job.stop.is_set():
             progress = prompt_progress_text(report, time.perf_counter())
             if progress:
@@ -171,6 +177,8 @@ class ReplyRunner(QObject):
         stop_at = reply.job.stop.set_at
         if stop_at is not None and report.compute_ended_at is not None:
             self.metrics.stop_latency_ms.add(max(0.0, report.compute_ended_at - stop_at) * 1000)
+        self.metrics.end_reply()
+        self._read_cache_figures()
         status, note = self._outcome(reply, report)
         reply.message.status, reply.message.note = status, note
         self._library.save_conversation(reply.prompt, reply.message)
@@ -188,6 +196,15 @@ class ReplyRunner(QObject):
                     n_ctx=self._n_ctx,
                 )
             )
+
+    def _read_cache_figures(self) -> None:
+        stats = self._cache_stats()
+        if stats is not None:
+            figures = self.metrics.cache
+            figures.entries = stats.entries + stats.disk_entries
+            figures.megabytes = (stats.bytes + stats.disk_bytes) / 2**20
+            figures.hits, figures.misses = stats.hits, stats.misses
+            figures.seconds_saved = stats.saved_seconds
 
     @staticmethod
     def _outcome(reply: _ActiveReply, report: GenerationReport) -> tuple[Status, str]:

@@ -56,12 +56,17 @@ class ChatSession(QObject):
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
+        options = options or EngineOptions()
+        self.cache_dir = options.cache_dir
+        """Where the engine keeps processed prompts on disk (None: RAM only)."""
         self.settings = settings or GenerationSettings()
         self.queue_bound = queue_bound
         self.metrics = FlowMetrics(queue_bound=queue_bound)
-        self.host = ModelHost(opener, options or EngineOptions(), self)
+        self.host = ModelHost(opener, options, self)
         self.library = ConversationLibrary(archive, self)
-        self.runner = ReplyRunner(self.library, self.metrics, frame_interval, self)
+        self.runner = ReplyRunner(
+            self.library, self.metrics, frame_interval, self.host.cache_stats, self
+        )
         host, library, runner = self.host, self.library, self.runner
         self.state_changed = host.state_changed
         self.model_changed = host.model_changed
@@ -139,7 +144,7 @@ class ChatSession(QObject):
         self.settings = generation_settings(settings)
         self.queue_bound = settings.queue_bound
         self.library.default_system_prompt = settings.system_prompt
-        options = engine_options(settings)
+        options = engine_options(settings, self.cache_dir)
         changed = options != self.host.options
         self.host.options = options
         return changed
@@ -276,6 +281,11 @@ class ChatSession(QObject):
         if conversation_id == self.conversation.id:
             await self.new_conversation()
         self.library.delete(conversation_id)
+        self.host.with_backend(lambda backend: backend.forget(conversation_id))
+
+    def clear_prompt_cache(self) -> None:
+        """Drop every processed prompt the engine keeps, in RAM and on disk."""
+        self.host.with_backend(lambda backend: backend.clear_cache())
 
     def undelete(self, conversation_id: str) -> None:
         """Bring back a deleted conversation."""

@@ -29,6 +29,7 @@ from app.engine import (
     StopSignal,
 )
 from app.engine.context import PromptTooLongError, fit_to_context
+from app.engine.prompt_cache import CacheStats
 from app.flow.queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
@@ -146,6 +147,11 @@ class InferenceWorker(QThread):
     def with_backend(self, action: Callable[[Backend], None]) -> None:
         """Run ``action`` on the open model, on this thread (nothing happens without one)."""
         self._jobs.put(_BackendCall(action))
+
+    def cache_stats(self) -> CacheStats | None:
+        """The open model's prompt-cache figures (thread-safe: read from any thread)."""
+        backend = self._backend
+        return backend.cache_stats() if backend is not None else None
 
     def finish(self) -> None:
         """Free the model and end the thread once the jobs submitted so far are done."""

@@ -32,6 +32,8 @@ class Settings:
     n_ctx: int = defaults.N_CTX
     n_threads: int = field(default_factory=defaults.default_threads)
     n_batch: int = defaults.N_BATCH
+    cache_ram_mb: int = defaults.CACHE_RAM_MB
+    cache_disk_mb: int = defaults.CACHE_DISK_MB
     queue_bound: int = defaults.QUEUE_BOUND
 
 
@@ -71,6 +73,22 @@ FIELDS: tuple[Field, ...] = (
         True,
     ),
     Field("n_batch", QT_TRANSLATE_NOOP("Floodgate", "Batch size"), "int", 1, 8192, True),
+    Field(
+        "cache_ram_mb",
+        QT_TRANSLATE_NOOP("Floodgate", "Prompt cache in memory (MB, 0: off)"),
+        "int",
+        0,
+        1_000_000,
+        True,
+    ),
+    Field(
+        "cache_disk_mb",
+        QT_TRANSLATE_NOOP("Floodgate", "Prompt cache on disk (MB, 0: off)"),
+        "int",
+        0,
+        10_000_000,
+        True,
+    ),
     Field("queue_bound", QT_TRANSLATE_NOOP("Floodgate", "Queue bound (pieces)"), "int", 1, 100000),
 )
 
