@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from app.store.paths import default_model_path
+from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
 
 if TYPE_CHECKING:
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
+
+PROMPT_CACHE_DIR = "prompt-cache"
+"""The folder in the data directory where processed prompts are kept between runs."""
 
 MISSING_TRANSLATION = (
     "The Chinese translation is not built (app/ui/i18n/*.qm); run `make run` to build it. "
@@ -71,6 +74,7 @@ async def run_window(
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
     """
+    from app.engine import EngineOptions
     from app.engine.llama import open_llama
     from app.flow.archive import Archive
     from app.flow.event_loop import finalize_async_generators_on
@@ -88,7 +92,10 @@ async def run_window(
     keeper = await PreferencesKeeper.load()
     archive, archive_problem = await Archive.open()
     session = ChatSession(
-        open_llama, frame_interval=1 / (refresh if refresh > 0 else 60.0), archive=archive
+        open_llama,
+        options=EngineOptions(cache_dir=data_dir() / PROMPT_CACHE_DIR),
+        frame_interval=1 / (refresh if refresh > 0 else 60.0),
+        archive=archive,
     )
     settings = keeper.preferences.settings
     session.use_settings(with_command_line(settings, args))

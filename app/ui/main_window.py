@@ -64,6 +64,7 @@ class MainWindow(QMainWindow):
             self,
             {
                 "open": lambda: chat_dialogs.choose_model_file(self, session),
+                "clear_cache": self.clear_prompt_cache,
                 "quit": self.close,
                 "new": self.new_chat,
                 "regenerate": session.regenerate,
@@ -248,6 +249,13 @@ class MainWindow(QMainWindow):
         self.composer.setPlainText(message.content)
         self.edit_banner.show()
         self.composer.setFocus()
+
+    def clear_prompt_cache(self) -> None:
+        """Forget every processed prompt; the next reply in each conversation reads it again."""
+        self.session.clear_prompt_cache()
+        self.statusBar().showMessage(
+            self.tr("The prompt cache is cleared: conversations will be read again."), 4000
+        )
 
     def open_model(self, path: Path) -> None:
         """Load another model; the conversation carries on with it."""

@@ -41,7 +41,8 @@ class WindowMenus(QObject):
 
         Args:
             window: the window whose menu bar this is.
-            actions: what the window does for ``open``, ``quit``, ``new``, ``regenerate``,
+            actions: what the window does for ``open``, ``clear_cache``, ``quit``, ``new``,
+                ``regenerate``,
                 ``system_prompt``, ``conversation_settings``, ``export_markdown``,
                 ``export_json`` and ``import``.
             docks: the dock widgets View shows and hides, each with its shortcut.
@@ -54,6 +55,7 @@ class WindowMenus(QObject):
         self.models_action = self._add(self.file_menu, self.models_requested.emit, "Ctrl+M")
         self.server_action = self._add(self.file_menu, self.server_requested.emit)
         self.settings_action = self._add(self.file_menu, self.settings_requested.emit, "Ctrl+,")
+        self.clear_cache_action = self._add(self.file_menu, actions["clear_cache"])
         self.file_menu.addSeparator()
         self.quit_action = self._add(self.file_menu, actions["quit"], QKeySequence.StandardKey.Quit)
 
@@ -114,6 +116,7 @@ class WindowMenus(QObject):
         self.file_menu.setTitle(self.tr("&File"))
         self.open_action.setText(self.tr("&Open model…"))
         self.settings_action.setText(self.tr("&Settings…"))
+        self.clear_cache_action.setText(self.tr("Clear the &prompt cache"))
         self.models_action.setText(self.tr("&Models…"))
         self.server_action.setText(self.tr("&Connect to a server…"))
         self.quit_action.setText(self.tr("&Quit"))
