@@ -40,6 +40,9 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 import jinja2.parser
+from jinja2 import nodes, pass_eval_context
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -57,9 +60,9 @@ tokens), far below what would strain memory."""
 MEMORY_BUDGET_BYTES = 512 * 2**20
 """How much the process may grow while a template renders."""
 
-INTEGER_BUDGET_BITS = 2**20
-"""The largest integer a template may compute (about 315,000 digits): multiplying two
-numbers near it already takes a noticeable while, in one C call the trace cannot enter."""
+INTEGER_BUDGET_BITS = 2**14
+"""The largest integer a template may compute (about 4,900 digits, beyond what Python prints):
+arithmetic on far larger ones is one C call the trace cannot enter, and it can take seconds."""
 
 _TIME_CHECK_EVERY = 64
 """Trace events between two looks at the clock (the stop flag is read at every event)."""
@@ -212,37 +215,124 @@ def _raise_exception(message: object) -> None:
 _WIDE_FORMAT = re.compile(r"\d{7,}")
 """A width or precision of a million or more in a format string: one C call, unbounded output."""
 
+ITEMS_BUDGET = 100_000
+"""The most items one operation may put in a list (Jinja's own limit for ``range``): sorting
+or joining more is one C call long enough to be felt."""
+
+_WALK_LIMIT = 200_000
+"""Parts of a value counted at most when estimating its text; more is too big to print."""
+
+
+def _text_size(value: object, budget: int) -> int | None:
+    """About how many characters ``str(value)`` has; None if beyond ``budget`` (or uncountable).
+
+    A list of a thousand references to one 4 MB string is small in memory and 4 GB as text:
+    Jinja turns values into text in one C call, so the text's size is estimated first.
+    """
+    if type(value) is str:
+        return len(value) if len(value) <= budget else None
+    total = 0
+    seen = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > _WALK_LIMIT:
+            return None
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            if len(item) > _WALK_LIMIT:
+                return None
+            stack.extend(item)
+            total += 2 * len(item) + 2
+        elif isinstance(item, dict):
+            if len(item) > _WALK_LIMIT:
+                return None
+            stack.extend(item.keys())
+            stack.extend(item.values())
+            total += 4 * len(item) + 2
+        elif isinstance(item, (bool, int, float)) or item is None:
+            total += 24  # integers are capped far below Python's 4,300 printable digits
+        else:
+            # Jinja's namespace prints its attributes; other objects print a short repr.
+            attributes = getattr(item, "_Namespace__attrs", None)
+            if isinstance(attributes, dict):
+                stack.append(attributes)
+            total += 64
+        if total > budget:
+            return None
+    return total
+
 
 def _sized(value: object) -> int:
-    """How big ``value`` is, in characters, items or (for integers) decimal digits, roughly."""
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, int):
-        return value.bit_length() // 3 + 1
+    """How many items (or characters) ``value`` has; 0 for what has no length."""
     try:
         return len(value)  # type: ignore[arg-type]
     except TypeError:
         return 0
 
 
+class _CheckedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, with ``~`` checking the size of its parts before joining."""
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        """As Jinja's, with the parts passed through ``environment.checked_parts``."""
+        if frame.eval_ctx.volatile:
+            func_name = "(markup_join if context.eval_ctx.volatile else str_join)"
+        elif frame.eval_ctx.autoescape:
+            func_name = "markup_join"
+        else:
+            func_name = "str_join"
+        self.write(f"{func_name}(environment.checked_parts((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write(")))")
+
+
 class _BudgetedSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox, refusing single operations that would build a huge value.
 
     The trace function cannot interrupt one C call, so the operations whose result size the
-    template controls are checked before they run.
+    template controls are checked before they run: ``*``, ``**``, ``%``, ``~``, printing a
+    value, ``join``, ``replace``, ``format``, widths and counts passed to methods and filters.
     """
 
+    code_generator_class = _CheckedCodeGenerator
     # Not "+": it at most doubles a value, and repeated doubling is caught by the memory
     # budget between two operations; intercepting it would slow every real template.
     intercepted_binops = frozenset({"*", "**", "%"})
 
     def __init__(self, size_budget: int, **options: Any) -> None:
-        super().__init__(**options)
+        super().__init__(finalize=self.checked_output, **options)
         self.size_budget = size_budget
 
     def refuse(self) -> None:
         """Refuse an operation whose result would exceed the budget."""
         raise _Halt("size")
+
+    def check_text(self, *values: object) -> None:
+        """Refuse unless the text of ``values`` together fits the budget."""
+        total = 0
+        for value in values:
+            size = _text_size(value, self.size_budget - total)
+            if size is None:
+                self.refuse()
+            else:
+                total += size
+
+    def checked_output(self, value: Any) -> Any:
+        """Jinja's ``finalize``: every ``{{ value }}`` passes here before it becomes text."""
+        if type(value) is not str:
+            self.check_text(value)
+        return value
+
+    def checked_parts(self, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The parts of a ``~`` concatenation, once their text is known to fit."""
+        self.check_text(*parts)
+        return parts
 
     def call_binop(self, context: Context, operator_name: str, left: Any, right: Any) -> Any:
         """``*``, ``**`` and ``%``, refused when their result would be too big."""
@@ -253,7 +343,8 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
                     self.refuse()
             elif isinstance(left, int) or isinstance(right, int):
                 count, other = (left, right) if isinstance(left, int) else (right, left)
-                if count > 0 and _sized(other) * count > budget:
+                limit = budget if isinstance(other, str) else ITEMS_BUDGET
+                if count > 0 and _sized(other) * count > limit:
                     self.refuse()
         elif operator_name == "**":
             if (
@@ -265,6 +356,7 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
                 self.refuse()
         elif operator_name == "%" and isinstance(left, str):
             self.check_format(left, right)
+            self.check_text(left, right)
         return self.binop_table[operator_name](left, right)
 
     def check_format(self, text: str, *arguments: object) -> None:
@@ -277,10 +369,41 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
                 if any(isinstance(v, int) and abs(v) > self.size_budget for v in values):
                     self.refuse()
 
+    def check_replace(self, text: object, old: object, new: object) -> None:
+        """Refuse a ``replace`` whose result could exceed the budget."""
+        if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+            growth = len(new) - len(old)
+            if growth > 0 and len(text) + (len(text) // max(len(old), 1) + 1) * growth > (
+                self.size_budget
+            ):
+                self.refuse()
+
+    def check_items(self, items: object) -> None:
+        """Refuse a list of more than :data:`ITEMS_BUDGET` items to sort, join or copy."""
+        if _sized(items) > ITEMS_BUDGET:
+            self.refuse()
+
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        """Calls from the template: no integer argument beyond the budget (widths, counts)."""
+        """Calls from the template: widths and counts within the budget, text that fits."""
         for value in (*args, *kwargs.values()):
             if isinstance(value, int) and abs(value) > __self.size_budget:
+                __self.refuse()
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            name = getattr(__obj, "__name__", "")
+            if name == "join" and args:
+                items = list(args[0]) if not isinstance(args[0], (list, tuple)) else args[0]
+                __self.check_items(items)
+                __self.check_text(*items)
+                args = (items, *args[1:])
+            elif name == "replace" and len(args) >= 2:
+                __self.check_replace(owner, args[0], args[1])
+            elif name == "expandtabs":
+                size = args[0] if args else kwargs.get("tabsize", 8)
+                if isinstance(size, int) and size * owner.count("\t") > __self.size_budget:
+                    __self.refuse()
+            elif name in ("split", "rsplit", "splitlines") and len(owner) > ITEMS_BUDGET * 10:
+                # Up to one item per character: a few million strings in one C call.
                 __self.refuse()
         return super().call(__context, __obj, *args, **kwargs)
 
@@ -293,6 +416,7 @@ class _BudgetedSandbox(ImmutableSandboxedEnvironment):
 
         def checked(*args: Any, **kwargs: Any) -> str:
             self.check_format(text)
+            self.check_text(text, *args, *kwargs.values())
             return wrapped(*args, **kwargs)
 
         return checked
@@ -309,9 +433,8 @@ def _budgeted_filter(
         return original(*args, **kwargs)
 
     # Jinja passes the environment or context first to filters marked for it.
-    for marker in ("jinja_pass_arg",):
-        if hasattr(original, marker):
-            setattr(filtered, marker, getattr(original, marker))
+    if hasattr(original, "jinja_pass_arg"):
+        filtered.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
     environment.filters[name] = filtered
 
 
@@ -333,10 +456,42 @@ def _new_environment(size_budget: int) -> _BudgetedSandbox:
     def no_wide_formats(values: tuple[Any, ...]) -> None:
         if values and isinstance(values[0], str):
             environment.check_format(values[0], *values[1:])
+            environment.check_text(*values)
+
+    def text_that_fits(values: tuple[Any, ...]) -> None:
+        environment.check_text(*(v for v in values if not isinstance(v, EvalContext)))
+
+    def few_items(values: tuple[Any, ...]) -> None:
+        for value in values:
+            if not isinstance(value, (str, EvalContext, jinja2.Environment)):
+                environment.check_items(value)
+
+    def small_replacement(values: tuple[Any, ...]) -> None:
+        arguments = [v for v in values if not isinstance(v, EvalContext)]
+        if len(arguments) >= 3:
+            environment.check_replace(*arguments[:3])
 
     for name in ("center", "indent", "truncate", "wordwrap", "batch", "slice", "round"):
         _budgeted_filter(environment, name, no_huge_numbers)
     _budgeted_filter(environment, "format", no_wide_formats)
+    for name in ("string", "tojson", "pprint", "e", "escape", "forceescape", "urlencode"):
+        _budgeted_filter(environment, name, text_that_fits)
+    for name in ("sort", "unique", "dictsort", "reverse", "list", "groupby"):
+        _budgeted_filter(environment, name, few_items)
+    _budgeted_filter(environment, "replace", small_replacement)
+    original_join = environment.filters["join"]
+
+    @pass_eval_context
+    def join(eval_ctx: EvalContext, value: Any, d: str = "", attribute: Any = None) -> str:
+        items = value if isinstance(value, (list, tuple)) else list(value)
+        environment.check_items(items)
+        if len(d) * len(items) > size_budget:
+            environment.refuse()
+        environment.check_text(*items)
+        joined: str = original_join(eval_ctx, items, d, attribute)
+        return joined
+
+    environment.filters["join"] = join
     return environment
 
 
