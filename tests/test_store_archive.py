@@ -225,3 +225,43 @@ def test_backups_are_made_on_the_archives_thread_while_running(
     loop.run_until_complete(archive.call(archive.database.list_conversations))
     assert len(list_backups(folder, path.stem)) == 2  # reading changes nothing: no backup
     loop.run_until_complete(archive.close())
+
+
+def test_a_history_damaged_while_running_is_replaced_by_its_backup_and_this_session(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database_module, "WATCH_EVERY", 0.0)
+    path = tmp_path / "floodgate.sqlite3"
+    archive = opened(loop, path)
+    for n in range(5):
+        archive.submit(archive.database.save_all, chat(f"from the backup {n}"))
+    loop.run_until_complete(archive.call(archive.database.backup))
+    this_session = chat("said after the backup")
+    archive.submit(archive.database.save_all, this_session)
+    loop.run_until_complete(archive.flush())
+    heard = Heard(archive)
+    # Someone writes garbage into the file in place (same inode), past its first page.
+    loop.run_until_complete(
+        archive.call(archive.database._db.execute, "PRAGMA wal_checkpoint(TRUNCATE)")
+    )
+    loop.run_until_complete(archive.call(archive.database.note_written))
+    with path.open("r+b") as raw:
+        raw.seek(4096)
+        raw.write(b"\xa5" * 4096 * 3)
+    reply = this_session.messages[-1]
+    reply.content = "and its reply"
+    archive.submit(archive.database.save_messages, this_session.id, [reply])
+    loop.run_until_complete(archive.flush())
+    listed = loop.run_until_complete(archive.call(archive.database.list_conversations))
+    assert len(heard.notices) == 1
+    assert "was damaged while Floodgate was running" in str(heard.notices[0])
+    assert heard.failures == []
+    assert {s.title for s in listed} == {
+        *(f"from the backup {n}" for n in range(5)),
+        "said after the backup",
+    }
+    loaded = loop.run_until_complete(archive.call(archive.database.load, this_session.id))
+    assert loaded is not None
+    assert loaded.messages[-1].content == "and its reply"
+    loop.run_until_complete(archive.close())
+    assert any(".damaged-" in p.name for p in tmp_path.iterdir())

@@ -33,7 +33,15 @@ from app.store.backup import (
 )
 from app.store.conversation import Conversation, Message, title_from
 from app.store.paths import data_dir
-from app.store.rescue import connect, file_identity, readable_copy, recreate, restore_newest_backup
+from app.store.rescue import (
+    connect,
+    file_identity,
+    file_stamp,
+    readable_copy,
+    recreate,
+    replace_damaged_while_running,
+    restore_newest_backup,
+)
 from app.store.text import storable_text
 
 log = logging.getLogger(__name__)
@@ -122,6 +130,7 @@ class Database:
         self.path = path
         """The file, or None when running in memory."""
         self._identity = file_identity(path) if path is not None else None
+        self._stamp = file_stamp(path) if path is not None else None
         self._watched_at = time.monotonic()
         self._held: dict[str, Conversation] = {}
         self._held_fields: set[str] = set()  # conversations whose own fields are known
@@ -181,12 +190,45 @@ class Database:
             return None
         self._watched_at = now
         if file_identity(self.path) == self._identity:
-            return None
+            stamp = file_stamp(self.path)
+            if stamp == self._stamp:
+                return None
+            # Changed since this connection last wrote: by another hand. Looked at afresh (a
+            # new connection, none of this one's cached pages).
+            self._stamp = stamp
+            if check_file(self.path) is None:
+                return None
+            return self.rescue()
         outcome = recreate(self._db, self.path)
         self._db = outcome.connection
         self._identity = file_identity(self.path)
         self.migrate()
         self.rewrite_held()
+        self.note_written()
+        return outcome.sentence
+
+    def note_written(self) -> None:
+        """Remember the file's size and time after this connection wrote to it."""
+        if self.path is not None:
+            self._stamp = file_stamp(self.path)
+
+    def rescue(self) -> Sentence:
+        """Put the newest good backup in place of the open file, which turned out damaged.
+
+        The damaged file is moved aside, and what this run saved is written again.
+
+        Raises:
+            OSError, sqlite3.Error: that failed too (saving then stays failed).
+        """
+        if self.path is None:
+            raise sqlite3.DatabaseError("the in-memory history is damaged")
+        outcome = replace_damaged_while_running(self._db, self.path)
+        self._db = outcome.connection
+        self._identity = file_identity(self.path)
+        self._watched_at = time.monotonic()
+        self.migrate()
+        self.rewrite_held()
+        self.note_written()
         return outcome.sentence
 
     def backup(self, now: float | None = None) -> Backup | None:
@@ -486,6 +528,7 @@ def open_database(
             database.backup()
         except (OSError, sqlite3.Error) as exc:
             log.warning("No backup of %s could be made: %s", path, exc)
+    database.note_written()
     return database, restored
 
 

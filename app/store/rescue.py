@@ -44,6 +44,15 @@ def file_identity(path: Path) -> tuple[int, int] | None:
     return status.st_dev, status.st_ino
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """The file's size and modification time: what a write into it changes."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_size, status.st_mtime_ns
+
+
 def aside_path(path: Path, kind: str) -> Path:
     """A free name next to ``path`` for a file moved aside, e.g. ``floodgate.damaged-….sqlite3``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -194,6 +203,52 @@ def restore_newest_backup(path: Path) -> Sentence | None:
         )
     log.warning("Damaged history %s moved to %s; restored %s", path, aside, backup.path)
     return Sentence(template, fields)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether SQLite said the file is damaged (not merely busy, full or unwritable)."""
+    return isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorname", "") in (
+        "SQLITE_CORRUPT",
+        "SQLITE_NOTADB",
+    )
+
+
+def replace_damaged_while_running(old: sqlite3.Connection, path: Path) -> Recreated:
+    """The open file turned out damaged: move it aside and open its newest good backup.
+
+    With no backup, a new empty file is started. The caller writes what this run saved on top,
+    so nothing said in this session is lost either way.
+    """
+    with contextlib.suppress(sqlite3.Error):
+        old.close()
+    backup = newest_good_backup(backups_folder(path), path.stem)
+    partial = path.with_name(path.name + ".restoring")
+    if backup is not None:
+        shutil.copyfile(backup.path, partial)
+    aside = aside_path(path, "damaged")
+    if os.path.lexists(path):
+        move_aside(path, aside)
+    if backup is not None:
+        os.replace(partial, path)
+    connection = connect(path)
+    connection.execute("PRAGMA journal_mode = WAL")
+    fields = {"path": path, "aside": aside, "time": backup.local_time() if backup else ""}
+    if backup is not None:
+        template = QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "The chat history in {path} was damaged while Floodgate was running; it was kept as "
+            "{aside}. Floodgate opened its backup from {time} and wrote this session's "
+            "conversations to it again.",
+        )
+    else:
+        template = QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "The chat history in {path} was damaged while Floodgate was running; it was kept as "
+            "{aside}. There is no backup, so Floodgate started a new history with this "
+            "session's conversations.",
+        )
+    log.warning("History %s damaged while running; moved to %s", path, aside)
+    return Recreated(connection, Sentence(template, fields), backup is not None)
 
 
 def readable_copy(path: Path) -> sqlite3.Connection | None:
