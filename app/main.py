@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
+import os
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +21,15 @@ from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
 
 if TYPE_CHECKING:
+    from app.flow.archive import Archive
+    from app.flow.preferences import PreferencesKeeper
+    from app.flow.session import ChatSession
     from app.ui.main_window import MainWindow
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_SECONDS = 0.8
+"""How long closing may wait for the model's thread before the process ends without it."""
 
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
@@ -128,10 +140,35 @@ async def run_window(
     await closed
     if driving is not None and not driving.done():
         driving.cancel()
-    await session.close()  # stops the reply; it is saved before this returns
+    window.hide()
+    await shut_down(session, archive, keeper)
+    window.deleteLater()
+
+
+async def shut_down(session: ChatSession, archive: Archive, keeper: PreferencesKeeper) -> None:
+    """Stop the reply, save it, free the model and close the history, in under a second.
+
+    Each step normally takes milliseconds (the native abort ends llama.cpp at once). A thread
+    stuck in a blocking call (a model file on a hung network drive, say) must not hold the
+    exit: past :data:`SHUTDOWN_SECONDS` the reply on screen is saved as it is and the process
+    ends without waiting for that thread.
+    """
+    deadline = time.monotonic() + SHUTDOWN_SECONDS
+    try:
+        await asyncio.wait_for(session.close(), deadline - time.monotonic())
+    except TimeoutError:
+        log.warning("The worker did not end within %.1f s; exiting without it", SHUTDOWN_SECONDS)
+        session.runner.abandon()  # saves what the reply has so far
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(archive.close(), max(0.1, deadline - time.monotonic()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(keeper.flush(), 0.1)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the stuck thread cannot be joined; nothing else is left to save
     await archive.close()
     await keeper.flush()
-    window.deleteLater()
 
 
 def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:

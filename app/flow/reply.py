@@ -133,6 +133,19 @@ class ReplyRunner(QObject):
             with contextlib.suppress(asyncio.CancelledError):
                 await reply.task
 
+    def abandon(self) -> None:
+        """Save the reply as it is now, stopped, without waiting for its producer to end.
+
+        For an exit that cannot wait (the producer is stuck in a blocking call).
+        """
+        reply = self._reply
+        if reply is None:
+            return
+        reply.job.stop.set()
+        reply.message.status = "stopped"
+        reply.message.note = say(QT_TRANSLATE_NOOP("Floodgate", "Stopped."))
+        self._library.save_conversation(reply.prompt, reply.message)
+
     # -- the flow -------------------------------------------------------------------------------
 
     async def _stream(self, job: ReplyJob) -> None:
