@@ -4,6 +4,7 @@ file and backs it up on its own thread."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -265,3 +266,33 @@ def test_a_history_damaged_while_running_is_replaced_by_its_backup_and_this_sess
     assert loaded.messages[-1].content == "and its reply"
     loop.run_until_complete(archive.close())
     assert any(".damaged-" in p.name for p in tmp_path.iterdir())
+
+
+def test_closing_gives_up_on_a_thread_stuck_in_the_disk(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    archive = opened(loop, tmp_path / "floodgate.sqlite3")
+    release = threading.Event()
+    archive.submit(release.wait, 5)  # a write stuck in a system call, as on a hung mount
+    started = loop.time()
+    assert not loop.run_until_complete(archive.close(timeout=0.2))
+    assert loop.time() - started < 2
+    release.set()
+
+
+def test_the_whole_data_folder_deleted_while_running_is_made_again(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database_module, "WATCH_EVERY", 0.0)
+    folder = tmp_path / "data"
+    path = folder / "floodgate.sqlite3"
+    archive = opened(loop, path)
+    heard = Heard(archive)
+    archive.submit(archive.database.save_all, chat("before"))
+    loop.run_until_complete(archive.flush())
+    shutil.rmtree(folder)
+    archive.submit(archive.database.save_all, chat("after"))
+    assert loop.run_until_complete(archive.close())
+    assert len(heard.notices) == 1
+    assert heard.failures == []
+    assert titles(path) == ["after", "before"]

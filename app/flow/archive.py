@@ -177,17 +177,33 @@ class Archive:
         """Wait until everything submitted so far is written."""
         await self.call(lambda: None)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> bool:
         """Finish the pending writes, close the database and end the thread.
 
-        A history file deleted in the last second is made again first.
+        A history file deleted (or written over) in the last second is dealt with first.
+
+        Args:
+            timeout: give up waiting after this many seconds (a disk that hangs holds the
+                archive's thread in a system call; nothing can end that from here).
+
+        Returns:
+            False if the archive's thread did not finish in time. It is still running then,
+            and the process must not wait for it at exit.
         """
-        await self.flush()
-        await self.call(self._last_look)
-        try:
+
+        async def finish() -> None:
+            await self.flush()
+            await self.call(self._last_look)
             await self.call(self.database.close)
+
+        try:
+            await asyncio.wait_for(finish(), timeout)
+        except TimeoutError:
+            log.error("The chat history did not finish writing within %s s", timeout)
+            return False
         finally:
             self._executor.shutdown(wait=False)
+        return True
 
     def _last_look(self) -> None:
         try:
