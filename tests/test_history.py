@@ -474,3 +474,30 @@ def test_a_reply_with_a_lone_surrogate_is_saved_whole(loop: Loop, opened: Opened
     assert saved(path)[-1] == ("assistant", "complete", "model output \ufffd goes on")
     assert session.archive is not None
     assert not session.archive.failing
+
+
+def test_a_save_failure_of_any_type_reaches_the_session_as_a_sentence(
+    loop: Loop, opened: Opened
+) -> None:
+    session, backend, archive, path = opened
+    backend.rate = 0
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the disk went away")
+
+    real = archive.database.save_messages
+    archive.database.save_messages = broken  # type: ignore[method-assign]
+    session.send("Is this kept?")
+    finish(loop, session)
+    run_until(loop, lambda: bool(notices))
+    assert any("Saving the chat history failed (the disk went away)" in n for n in notices)
+    assert archive.failing
+    del archive.database.save_messages  # the real method again
+    assert archive.database.save_messages == real
+    backend.enqueue(["yes"])
+    session.send("And now?")
+    finish(loop, session)
+    assert not archive.failing
+    assert [content for _, _, content in saved(path)][-2:] == ["And now?", "yes"]
