@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -24,13 +24,10 @@ from app.store.conversation import Message
 from app.ui import chat_dialogs
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
+from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
-from app.ui.sidebar import Sidebar
 from app.ui.transcript import APP_NAME, Transcript
-
-UNDO_SHOWN_MS = 10_000
-"""How long the Undo button stays after a conversation is deleted."""
 
 
 class MainWindow(QMainWindow):
@@ -58,7 +55,7 @@ class MainWindow(QMainWindow):
         self._build_central()
         self._build_docks()
         self.transcript = Transcript(
-            session, self.view, self.begin_edit, self._on_conversation_rendered
+            session, self.view, self.begin_edit, self.conversations.show_current
         )
         self.menus = WindowMenus(
             self,
@@ -85,7 +82,7 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
         self._connect_session()
         self.retranslate()
-        self.refresh_conversations()
+        self.conversations.refresh()
         self.composer.setFocus()
 
     def _build_central(self) -> None:
@@ -113,30 +110,16 @@ class MainWindow(QMainWindow):
         central.setLayout(column)
         self.setCentralWidget(central)
         self.statusBar().addWidget(self.state_label, 1)
-        self.undo_button = QPushButton()
-        self.undo_button.setObjectName("undoDelete")
-        self.undo_button.hide()
-        self.undo_button.clicked.connect(self.undo_delete)
-        self.statusBar().addPermanentWidget(self.undo_button)
-        self.statusBar().addPermanentWidget(self.figures_label)
 
     def _build_docks(self) -> None:
         session = self.session
-        self.sidebar = Sidebar()
-        self.sidebar_dock = QDockWidget(self)
-        self.sidebar_dock.setObjectName("sidebarDock")
-        self.sidebar_dock.setWidget(self.sidebar)
-        self.sidebar_dock.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetClosable
-            | QDockWidget.DockWidgetFeature.DockWidgetMovable
+        self.conversations = ConversationsDock(
+            self, session, self.spawn, self.open_conversation, self.new_chat
         )
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.sidebar_dock)
-        self.sidebar_dock.setVisible(session.archive is not None)
-        self.sidebar.new_requested.connect(self.new_chat)
-        self.sidebar.open_requested.connect(self.open_conversation)
-        self.sidebar.rename_requested.connect(session.rename)
-        self.sidebar.delete_requested.connect(self.delete_conversation)
-        self.sidebar.search_changed.connect(lambda _: self.refresh_conversations())
+        self.sidebar = self.conversations.sidebar
+        self.sidebar_dock = self.conversations.dock
+        self.undo_button = self.conversations.undo_button
+        self.statusBar().addPermanentWidget(self.figures_label)
         self.diagnostics = DiagnosticsPanel(session.metrics)
         self.diagnostics_dock = QDockWidget(self)
         self.diagnostics_dock.setObjectName("diagnosticsDock")
@@ -158,7 +141,6 @@ class MainWindow(QMainWindow):
         session.prompt_progress.connect(self._on_prompt_progress)
         session.reply_ended.connect(self._on_reply_ended)
         session.figures_changed.connect(self._on_figures_changed)
-        session.conversations_changed.connect(self.refresh_conversations)
 
     def spawn(self, coroutine: Coroutine[object, object, object]) -> None:
         """Run ``coroutine`` on the loop, keeping it alive until it ends."""
@@ -175,9 +157,7 @@ class MainWindow(QMainWindow):
     def retranslate(self) -> None:
         """Set every text of the window in the current language."""
         self.menus.retranslate()
-        self.sidebar_dock.setWindowTitle(self.tr("Conversations"))
-        self.sidebar.retranslate()
-        self.undo_button.setText(self.tr("Undo delete"))
+        self.conversations.retranslate()
         self.edit_banner.setText(
             self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
         )
@@ -281,44 +261,9 @@ class MainWindow(QMainWindow):
         self.spawn(self.session.open_conversation(conversation_id))
         self.composer.setFocus()
 
-    @Slot(str)
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation, with an Undo button for a while."""
-        self._deleted = conversation_id
-        self.spawn(self.session.delete(conversation_id))
-        self.undo_button.show()
-        QTimer.singleShot(UNDO_SHOWN_MS, self._forget_delete)
-
-    @Slot()
-    def undo_delete(self) -> None:
-        """Bring back the conversation deleted last."""
-        if self._deleted is not None:
-            self.session.undelete(self._deleted)
-            self.open_conversation(self._deleted)
-        self._forget_delete()
-
-    def _forget_delete(self) -> None:
-        self._deleted = None
-        self.undo_button.hide()
-
-    @Slot()
-    def refresh_conversations(self) -> None:
-        """Read the conversation list again (coalesced: at most one read at a time)."""
-        if self.session.archive is None or self._refresh_pending:
-            return
-        self._refresh_pending = True
-
-        async def refresh() -> None:
-            try:
-                found = await self.session.list_conversations(self.sidebar.search.text())
-            finally:
-                self._refresh_pending = False
-            self.sidebar.set_conversations(found, self.session.conversation.id)
-
-        self.spawn(refresh())
-
-    def _on_conversation_rendered(self) -> None:
-        self.sidebar.set_conversations_current(self.session.conversation.id)
+        self.conversations.delete_conversation(conversation_id)
 
     # -- what the session says ------------------------------------------------------------------
 
