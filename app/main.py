@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from app.flow.archive import Archive
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
+    from app.ui.appearance import Appearance
     from app.ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -115,16 +116,7 @@ async def run_window(
     appearance = Appearance(app, keeper)
     window = MainWindow(session)
     AppDialogs(window, keeper, lambda chosen: with_command_line(chosen, args))
-    window.menus.show_choices(appearance.theme, appearance.language)
-    window.menus.theme_chosen.connect(appearance.choose_theme)
-
-    def choose_language(choice: str) -> None:
-        if not appearance.choose_language(choice):
-            window.view.add_note(MISSING_TRANSLATION, error=True)
-
-    window.menus.language_chosen.connect(choose_language)
-    if appearance.translation_missing:
-        window.view.add_note(MISSING_TRANSLATION, error=True)
+    _wire_appearance(appearance, window)
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -143,6 +135,20 @@ async def run_window(
     window.hide()
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+def _wire_appearance(appearance: Appearance, window: MainWindow) -> None:
+    """The View menu's theme and language choices, applied and remembered."""
+    window.menus.show_choices(appearance.theme, appearance.language)
+    window.menus.theme_chosen.connect(appearance.choose_theme)
+
+    def choose_language(choice: str) -> None:
+        if not appearance.choose_language(choice):
+            window.view.add_note(MISSING_TRANSLATION, error=True)
+
+    window.menus.language_chosen.connect(choose_language)
+    if appearance.translation_missing:
+        window.view.add_note(MISSING_TRANSLATION, error=True)
 
 
 async def shut_down(session: ChatSession, archive: Archive, keeper: PreferencesKeeper) -> None:
