@@ -345,3 +345,21 @@ def test_backups_are_pruned_by_age(tmp_path: Path) -> None:
     assert len(removed) == len(ages) - len(left)
     assert all(not p.exists() for p in removed)
     db.close()
+
+
+def test_a_history_deleted_between_runs_starts_anew_and_says_where_the_backups_are(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "floodgate.sqlite3"
+    history_with(path, ["old"])
+    open_database(path)[0].close()  # backs up "old"
+    for name in os.listdir(tmp_path):
+        if name.startswith("floodgate"):
+            (tmp_path / name).unlink()
+    db, problem = open_database(path)
+    assert problem is not None
+    assert "There was no chat history" in str(problem)
+    assert str(backups_folder(path)) in str(problem)
+    assert db.list_conversations() == []
+    db.close()
+    assert open_database(path)[1] is None  # said once: the new file is there now

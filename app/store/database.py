@@ -28,6 +28,7 @@ from app.store.backup import (
     Backup,
     backups_folder,
     check_file,
+    list_backups,
     make_backup,
     prune_backups,
 )
@@ -492,14 +493,16 @@ def open_database(
         file is left untouched).
     """
     path = path or database_path()
-    restored: Sentence | None = None
+    said: Sentence | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         damage = check_file(path) if path.exists() else None
+        if not path.exists():
+            said = _missing_sentence(path)
         if damage is not None:
             log.warning("The chat history %s is damaged: %s", path, damage)
-            restored = restore_newest_backup(path)
-            if restored is None:
+            said = restore_newest_backup(path)
+            if said is None:
                 return _in_memory(readable_copy(path)), _sentence(path, ValueError("malformed"))
         connection = connect(path)
     except (OSError, sqlite3.Error) as exc:
@@ -523,13 +526,29 @@ def open_database(
         # the lock forever); the in-memory store starts empty.
         connection.close()
         return _in_memory(None), _sentence(path, exc)
-    if backups and restored is None:
+    if backups and said is None:
         try:
             database.backup()
         except (OSError, sqlite3.Error) as exc:
             log.warning("No backup of %s could be made: %s", path, exc)
     database.note_written()
-    return database, restored
+    return database, said
+
+
+def _missing_sentence(path: Path) -> Sentence | None:
+    # Deleted between runs, on purpose or not: the backups are not opened unasked, but the
+    # user learns where they are.
+    backups = list_backups(backups_folder(path), path.stem)
+    if not backups:
+        return None
+    return Sentence(
+        QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "There was no chat history in {path}, so Floodgate started a new one. Backups of "
+            "the earlier one, the newest from {time}, are in {folder}.",
+        ),
+        {"path": path, "time": backups[0].local_time(), "folder": backups[0].path.parent},
+    )
 
 
 def _in_memory(source: sqlite3.Connection | None) -> Database:
