@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
+from app.trace import TRACE
 
 if TYPE_CHECKING:
     from app.flow.archive import Archive
@@ -101,6 +102,7 @@ async def run_window(
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
     finalize_async_generators_on(asyncio.get_running_loop())
+    TRACE.name_thread("UI")
     # Disk work never runs on the UI thread.
     keeper = await PreferencesKeeper.load()
     archive, archive_problem = await Archive.open()

@@ -366,10 +366,6 @@ def test_a_reply_through_a_real_session_records_a_valid_trace(
     assert {REPLY_START, "first token"} <= names  # read by the timeline's sampler
 
 
-HOOKS = "hooks not wired yet: the frame pump's drain/apply spans, the worker's thread name"
-
-
-@pytest.mark.xfail(strict=True, reason=HOOKS)
 def test_the_flow_hooks_put_frames_counters_and_moments_in_the_trace(
     loop: Loop, tracer: Tracer, tmp_path: Path
 ) -> None:

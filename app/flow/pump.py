@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from app.flow.metrics import FlowMetrics
 from app.flow.queue import PieceQueue
+from app.trace import TRACE
 
 
 class FramePump:
@@ -53,12 +54,22 @@ class FramePump:
             # How late the frame woke is the loop's lag, measured with no extra wake-ups.
             lag_ms = max(0.0, time.perf_counter() - next_frame) * 1000
             metrics.loop_lag_ms.add(lag_ms)
-            pieces = queue.drain()
+            tracing = TRACE.recording  # one attribute read per frame while not recording
+            if tracing:
+                with TRACE.span("drain"):
+                    pieces = queue.drain()
+            else:
+                pieces = queue.drain()
             metrics.trace_frame(len(pieces), lag_ms)
             metrics.queue_depth = len(pieces)
             if pieces:
                 began = time.perf_counter()
-                self._apply("".join(piece.text for piece in pieces))
+                text = "".join(piece.text for piece in pieces)
+                if tracing:
+                    with TRACE.span("apply", pieces=len(pieces), chars=len(text)):
+                        self._apply(text)
+                else:
+                    self._apply(text)
                 shown = time.perf_counter()
                 metrics.frame_cost_ms.add((shown - began) * 1000)
                 metrics.token_to_screen_ms.extend((shown - p.produced_at) * 1000 for p in pieces)

@@ -32,6 +32,7 @@ from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.prompt_cache import CacheStats
 from app.flow.queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.trace import TRACE
 
 
 @dataclass
@@ -159,6 +160,7 @@ class InferenceWorker(QThread):
 
     def run(self) -> None:
         """Serve jobs until :meth:`finish`; the model is freed here, on this thread."""
+        TRACE.name_thread("worker")
         try:
             while not isinstance(job := self._jobs.get(), _QuitJob):
                 if isinstance(job, _LoadJob):
@@ -167,7 +169,7 @@ class InferenceWorker(QThread):
                     if self._backend is not None:
                         job.action(self._backend)
                 else:
-                    with producing(job):
+                    with producing(job), TRACE.span("compute reply", cat="worker"):
                         self._generate(job)
         finally:
             self._close_backend()
