@@ -154,7 +154,7 @@ def test_a_prompt_being_processed_is_a_band_with_its_progress(
     m.begin_reply(report, StopSignal())
     report.prefill_started_at = time.perf_counter() - 1
     timeline.tick()
-    band = timeline.prefill_bands[0]
+    band = timeline.prefill_band
     assert band.isVisible()
     assert band.getRegion()[0] == pytest.approx(report.prefill_started_at)
     assert timeline.prefill_label.isVisible()

@@ -107,12 +107,13 @@ def _is_dark(palette: QPalette) -> bool:
 class Timeline(QWidget):
     """The last :data:`WINDOW_SECONDS` of the flow, with the reply's moments marked.
 
-    Three plots on one time axis (seconds before now): tokens per second; the queue's depth
-    with its bound as a line (backpressure shows as the depth reaching it); frame cost and
-    loop lag in milliseconds with the 60 Hz frame budget. The moments of each reply (start,
-    first token, prompt processing, Stop pressed, computation ended, end) are vertical
-    markers across all three; a prompt being processed is a shaded band with its progress.
-    Hovering shows the values under the pointer in the line below the plots.
+    An events lane over three plots, on one time axis (seconds before now): tokens per
+    second; the queue's depth with its bound as a line (backpressure shows as the depth
+    reaching it); frame cost and loop lag in milliseconds with the 60 Hz frame budget. The
+    moments of each reply (start, prompt processing, prompt processed, first token, Stop
+    pressed, computation ended, end) are vertical lines across all of them, named in the
+    lane; a prompt being processed is a band in the lane with its progress. Hovering shows the
+    values (and the moments) under the pointer in the line below the plots.
 
     Args:
         metrics: the figures to follow.
@@ -163,19 +164,19 @@ class Timeline(QWidget):
         self.lane_plot.getAxis("left").setTicks([[]])
 
         self.tokens_curve = self.rate_plot.plot()
-        self.queue_curve = self.queue_plot.plot(stepMode=None)
+        self.queue_curve = self.queue_plot.plot()
         self.bound_curve = self.queue_plot.plot()
         self.frame_curve = self.ms_plot.plot(connect="finite")
         self.lag_curve = self.ms_plot.plot(connect="finite")
         self.budget_line = pg.InfiniteLine(pos=FRAME_BUDGET_MS, angle=0, movable=False)
         self.ms_plot.addItem(self.budget_line, ignoreBounds=True)
-        self.prefill_bands = [
-            pg.LinearRegionItem(movable=False, orientation="vertical") for _ in self.plots
-        ]
-        for plot, band in zip(self.plots, self.prefill_bands, strict=True):
-            band.setZValue(-10)
-            band.hide()
-            plot.addItem(band, ignoreBounds=True)
+        # The prompt's band is drawn in the events lane only: across every plot, the large
+        # translucent fills made each redraw about a fifth dearer, and the prompt's two marker
+        # lines already bound it there.
+        self.prefill_band = pg.LinearRegionItem(movable=False, orientation="vertical")
+        self.prefill_band.setZValue(-10)
+        self.prefill_band.hide()
+        self.lane_plot.addItem(self.prefill_band, ignoreBounds=True)
         self.prefill_label = pg.TextItem(anchor=(0, 0))
         self.prefill_label.hide()
         self.rate_plot.addItem(self.prefill_label, ignoreBounds=True)
@@ -280,11 +281,10 @@ class Timeline(QWidget):
             legend.setBrush(pg.mkBrush(base))
             legend.setPen(pg.mkPen(None))
         highlight = QColor(palette.color(QPalette.ColorRole.Highlight))
-        highlight.setAlpha(45)
-        for band in self.prefill_bands:
-            band.setBrush(pg.mkBrush(highlight))
-            for line in band.lines:
-                line.setPen(pg.mkPen(None))
+        highlight.setAlpha(70)
+        self.prefill_band.setBrush(pg.mkBrush(highlight))
+        for line in self.prefill_band.lines:
+            line.setPen(pg.mkPen(None))
         self.prefill_label.setColor(text)
         for line in self.hover_lines:
             line.setPen(pg.mkPen(text, width=1, style=Qt.PenStyle.DashLine))
@@ -482,13 +482,11 @@ class Timeline(QWidget):
         started = m.prefill_started_at
         ended = m.prefill_ended_at if m.prefill_ended_at is not None else now
         if started is None or ended < now - WINDOW_SECONDS or m.prompt_tokens == 0:
-            for band in self.prefill_bands:
-                band.hide()
+            self.prefill_band.hide()
             self.prefill_label.hide()
             return
-        for band in self.prefill_bands:
-            band.setRegion((started, ended))
-            band.show()
+        self.prefill_band.setRegion((started, ended))
+        self.prefill_band.show()
         if m.prefilling:
             fraction = m.prefill_fraction or 0.0
             self.prefill_label.setText(
