@@ -140,14 +140,15 @@ class Archive:
         self.on_notice(notice)
 
     def _failed(self, exc: Exception) -> None:
-        log.error("Saving the conversation failed: %r", exc, exc_info=exc)
         if self.failure is not None:
+            log.debug("Saving the conversation failed again: %r", exc)
             return
+        log.error("Saving the conversation failed: %r", exc, exc_info=exc)
         self.failure = Sentence(
             QT_TRANSLATE_NOOP(
                 "Floodgate",
-                "Saving the chat history failed ({reason}). Nothing new is written until it "
-                "works again; what is on screen stays, and can be exported.",
+                "Saving the chat history failed ({reason}). Floodgate keeps trying; until it "
+                "works, what is on screen is only in memory, and can be exported.",
             ),
             {"reason": _reason(exc)},
         )
