@@ -220,6 +220,7 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     assert "| throughput.ratio |" in proc.stdout
+    assert out.with_suffix(".png").stat().st_size > 10_000  # the comparison chart
     doc = json.loads(out.read_text())
     plan = Plan.make(quick=True)
 
@@ -296,6 +297,11 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert 0 < resume["stopped_at_tokens"] < resume["prompt_tokens"]
     assert 1 / 3 < ttft["prefill_progress_cost"] < 3
     assert ttft["cache_consistent"] is True
+
+    trace = doc["trace"]
+    assert 1 / 3 < trace["ratio"] < 3
+    assert trace["events"] > 10  # the reply's spans, counters and instants
+    assert trace["problems"] == []
 
     panel = doc["diagnostics_panel"]
     assert panel["tok_s_shown"] > 0

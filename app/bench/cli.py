@@ -11,16 +11,18 @@ from pathlib import Path
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from app.bench.chart import draw
 from app.bench.plan import Plan, Setup
 from app.bench.report import table, write_json
 from app.bench.run import run
 from app.defaults import default_threads
 from app.engine import EngineOptions
 from app.store.paths import default_model_path
+from app.trace import TRACE
 
 
 def main(argv: Sequence[str]) -> int:
-    """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N]``."""
+    """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N] [--trace FILE]``."""
     import app.bench
 
     parser = argparse.ArgumentParser(prog="floodgate bench", description=app.bench.__doc__)
@@ -28,6 +30,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--quick", action="store_true", help="a short run (checks the shape)")
     parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument(
+        "--trace", type=Path, default=None, help="record the whole run as a flow trace here"
+    )
+    parser.add_argument(
+        "--chart", type=Path, default=None, help="draw the comparison here (default: beside --json)"
+    )
     args = parser.parse_args(list(argv))
     qt = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(qt, QApplication)
@@ -36,9 +44,20 @@ def main(argv: Sequence[str]) -> int:
         plan=Plan.make(args.quick),
         options=EngineOptions(n_threads=args.threads),
     )
-    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
-        doc = runner.run(run(setup))
+    TRACE.name_thread("UI")  # as the app names its own (in traces of the bench's replies too)
+    if args.trace is not None:
+        args.trace.parent.mkdir(parents=True, exist_ok=True)
+        TRACE.start(args.trace)
+    try:
+        with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
+            doc = runner.run(run(setup))
+    finally:
+        if args.trace is not None:
+            TRACE.stop()
     print(table(doc))
     if args.json is not None:
         write_json(doc, args.json)
+    chart = args.chart or (args.json.with_suffix(".png") if args.json is not None else None)
+    if chart is not None:
+        draw(doc, chart)
     return 0

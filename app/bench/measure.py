@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from app.bench.loops import LlamaLoops
@@ -24,6 +27,7 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Conversation
+from app.trace import TRACE, check_trace
 from app.ui.main_window import MainWindow
 
 
@@ -150,6 +154,37 @@ async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
         "ratio": round(statistics.median(rates[True]) / statistics.median(rates[False]), 4),
         "loop_lag_ms_hidden": summary(lags[False]),
         "loop_lag_ms_shown": summary(lags[True]),
+    }
+
+
+async def trace_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
+    """Tokens/s while recording a flow trace over not recording, in interleaved pairs.
+
+    Each recording covers one reply and is written when it ends (outside the timed part);
+    the last file is checked against the trace format's rules.
+    """
+    if TRACE.recording:
+        return {"note": "not measured: the whole run is being recorded (--trace)"}
+    with tempfile.TemporaryDirectory(prefix="floodgate-bench-trace-") as folder:
+        path = Path(folder) / "reply.json"
+
+        async def recording() -> float:
+            TRACE.start(path)
+            try:
+                return await app_rate(window)
+            finally:
+                TRACE.stop()
+
+        pairs = await interleaved_pairs(
+            setup.plan.trace_pairs, {"quiet": lambda: app_rate(window)}, recording, setup.log
+        )
+        document = json.loads(path.read_text())
+    problems = check_trace(document)
+    return {
+        **pairs["quiet"].figures("not_recording"),
+        "recording_tok_s": round(statistics.median(pairs["quiet"].app), 2),
+        "events": len(document["traceEvents"]),
+        "problems": problems[:10],
     }
 
 

@@ -85,6 +85,10 @@ TARGETS: list[Target] = [
     Target("ttft_ms.resume_after_prefill_stop.ms", "<=", 0.6, of="ttft_ms.cold.ms"),
     Target("ttft_ms.prefill_progress_cost", ">=", 0.97),
     Target("ttft_ms.cache_consistent", "==", 1.0),
+    Target("diagnostics_panel.ratio", ">=", 0.98),
+    Target("diagnostics_panel.loop_lag_ms_shown.p99", "<=", 16.7),
+    Target("diagnostics_panel.loop_lag_ms_shown.max", "<=", 50.0),
+    Target("trace.ratio", ">=", 0.97),
 ]
 
 
@@ -97,6 +101,7 @@ class Plan:
         max_tokens: tokens per throughput reply.
         lag_replies: replies streamed under the 5 ms heartbeat.
         panel_pairs: replies with the diagnostics panel shown and hidden.
+        trace_pairs: replies while recording a flow trace and while not.
         decode_stops: Stops during decoding.
         prefill_stops: Stops during prompt processing.
         firehose_seconds: how long the fire hose pours.
@@ -114,6 +119,7 @@ class Plan:
     max_tokens: int
     lag_replies: int
     panel_pairs: int
+    trace_pairs: int
     decode_stops: int
     prefill_stops: int
     firehose_seconds: float
@@ -135,6 +141,7 @@ class Plan:
                 max_tokens=24,
                 lag_replies=1,
                 panel_pairs=1,
+                trace_pairs=2,
                 decode_stops=3,
                 prefill_stops=2,
                 firehose_seconds=1.0,
@@ -154,6 +161,7 @@ class Plan:
             max_tokens=256,
             lag_replies=4,
             panel_pairs=9,
+            trace_pairs=7,
             decode_stops=20,
             prefill_stops=10,
             firehose_seconds=10.0,

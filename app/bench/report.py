@@ -100,6 +100,16 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
             f"prefill ({pre['prompt_tokens']} tokens): llama-cpp-python {pre['raw_tok_s']} tok/s, "
             f"Floodgate {pre['app_tok_s']} tok/s, ratio {pre['ratio']} {pre['ratio_ci']}"
         )
+    trace = doc.get("trace", {})
+    if "ratio" in trace:
+        lines.append(
+            f"flow trace: recording {trace['recording_tok_s']} tok/s, not recording "
+            f"{trace['not_recording_tok_s']} tok/s, trace.ratio {trace['ratio']} "
+            f"{trace['ratio_ci']}; {trace['events']} events in one reply's trace, "
+            f"{len(trace['problems'])} problems"
+        )
+    elif "note" in trace:
+        lines.append(f"flow trace: {trace['note']}")
     remote = doc["remote"]
     rtp, rstop = remote["throughput"], remote["stop_ms"]
     lines += [

@@ -21,6 +21,7 @@ from app.bench.measure import (
     loop_lag,
     open_app,
     throughput,
+    trace_cost,
 )
 from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
 from app.bench.prefill import prefill
@@ -44,9 +45,17 @@ async def _app_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
         stopped = await stops(setup, window)
         setup.log("diagnostics panel shown vs hidden…")
         diag = await diagnostics_cost(setup, window)
+        setup.log("recording a flow trace vs not…")
+        trace = await trace_cost(setup, window)
     finally:
         await close_app(window)
-    return {"throughput": tp, "loop_lag_ms": lag, "stops": stopped, "diagnostics_panel": diag}
+    return {
+        "throughput": tp,
+        "loop_lag_ms": lag,
+        "stops": stopped,
+        "diagnostics_panel": diag,
+        "trace": trace,
+    }
 
 
 async def _prompt_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
@@ -100,6 +109,7 @@ async def run(setup: Setup) -> dict[str, Any]:
         "firehose": hose,
         "long_reply": long,
         "diagnostics_panel": app["diagnostics_panel"],
+        "trace": app["trace"],
         "baselines": baselines,
         "remote": server,
         **prompt,
