@@ -226,7 +226,10 @@ def test_the_keyboard_moves_between_messages_and_through_their_buttons(
 
 
 def ring_pixels(widget: QWidget, color: QColor) -> int:
-    image = widget.grab().toImage()
+    """Pixels of ``color`` along the edges of ``widget``, as drawn on screen (overlays too)."""
+    parent = widget.parentWidget()
+    assert parent is not None
+    image = parent.grab(widget.geometry()).toImage()
     return sum(
         1
         for x in range(image.width())

@@ -17,8 +17,10 @@ from typing_extensions import override
 
 from app.flow.pacing import Slicer
 from app.ui import accessibility
+from app.ui.action_button import ActionButton, FocusRing
 from app.ui.colors import Theme, theme_for
 from app.ui.header_row import HeaderRow
+from app.ui.message_keys import MessageKeys
 from app.ui.reply_rows import ReplyRows
 from app.ui.row_base import Row
 from app.ui.row_stack import RowStack
@@ -73,10 +75,13 @@ class ChatView(QScrollArea):
         self.selection = Selection(self.stack)
         self._mouse = MouseSelection(self, self.stack, self.selection)
         self._mouse.dragged.connect(self._stop_following)
-        self._current: int | None = None
-        """The header of the message Tab reaches (None: the last message)."""
-        self._last_header = -1
+        self.messages = MessageKeys(self, self.stack)
         self.stack.on_append = self._on_row_added
+        self.focus_ring = FocusRing(self.stack)
+        """The frame around the focused header or button (visible focus, in both themes)."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._on_focus_changed)
 
     # -- building the conversation ------------------------------------------------------------
 
@@ -143,9 +148,9 @@ class ChatView(QScrollArea):
     def clear(self) -> None:
         """Remove everything shown."""
         self._reply = None
+        self.focus_ring.follow(None)
         self.selection.forget()
-        self._current = None
-        self._last_header = -1
+        self.messages.forget()
         self.stack.clear()
 
     def toPlainText(self) -> str:
@@ -169,121 +174,23 @@ class ChatView(QScrollArea):
             QGuiApplication.clipboard().setText(text)
         return bool(text)
 
+    def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
+        ringed = isinstance(new, HeaderRow | ActionButton) and self.isAncestorOf(new)
+        self.focus_ring.follow(new if ringed else None)
+
     def _stop_following(self) -> None:
         # Text arriving below must not scroll what the user is selecting out from under them.
         self._pinned = False
 
-    # -- moving between messages with the keyboard --------------------------------------------
-
-    def _headers(self) -> list[int]:
-        return [i for i, row in enumerate(self.stack.rows) if isinstance(row, HeaderRow)]
-
-    def _message_end(self, header: int) -> int:
-        rows = self.stack.rows
-        end = header + 1
-        while end < len(rows) and not isinstance(rows[end], HeaderRow):
-            end += 1
-        return end
-
-    def _message_of(self, widget: QWidget | None) -> int | None:
-        """The header index of the message ``widget`` is in (None: not in a message)."""
-        while widget is not None and not isinstance(widget, Row):
-            widget = widget.parentWidget()
-        if widget is None:
-            return None
-        i = self.stack.index_of(widget)
-        while i >= 0 and not isinstance(self.stack.rows[i], HeaderRow):
-            i -= 1
-        return i if i >= 0 else None
-
-    def _set_reachable(self, header: int, reachable: bool) -> None:
-        # Only one message's header is in Qt's Tab chain (a roving tab stop), and Tab steps
-        # through that message's buttons from there (see focusNextPrevChild).
-        if 0 <= header < len(self.stack.rows):
-            policy = Qt.FocusPolicy.TabFocus if reachable else Qt.FocusPolicy.NoFocus
-            self.stack.rows[header].setFocusPolicy(policy)
-
-    def _current_header(self) -> int:
-        return self._last_header if self._current is None else self._current
-
-    def _on_row_added(self, i: int, row: Row) -> None:
-        self.selection.row_added(i, row)
-        if isinstance(row, HeaderRow):
-            if self._current is None:
-                self._set_reachable(self._last_header, False)
-                self._set_reachable(i, True)
-            self._last_header = i
-
-    def _tab_stops(self, header: int) -> list[QWidget]:
-        """The message's header, then its buttons in reading order (shown and enabled)."""
-        rows = self.stack.rows[header : self._message_end(header)]
-        stops: list[QWidget] = [rows[0]]
-        for row in rows:
-            if row.isVisibleTo(self.stack):
-                stops.extend(c for c in row.controls() if c.isVisibleTo(row) and c.isEnabled())
-        return stops
-
-    @override
-    def focusNextPrevChild(self, next: bool) -> bool:
-        focused = QApplication.focusWidget()
-        header = self._message_of(focused)
-        if header is None or focused is None:
-            return super().focusNextPrevChild(next)
-        stops = self._tab_stops(header)
-        if focused not in stops:
-            return super().focusNextPrevChild(next)
-        i = stops.index(focused) + (1 if next else -1)
-        if 0 <= i < len(stops):
-            reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
-            stops[i].setFocus(reason)
-            self.ensureWidgetVisible(stops[i], 0, 0)
-            return True
-        return self._leave(next)
-
-    def _leave(self, forward: bool) -> bool:
-        """Tab out of the view: to the first widget after (or before) it that takes Tab."""
-        widget: QWidget | None = self
-        while True:
-            assert widget is not None
-            widget = widget.nextInFocusChain() if forward else widget.previousInFocusChain()
-            if widget is None or widget is self:
-                return False
-            inside = self.isAncestorOf(widget)
-            takes_tab = bool(widget.focusPolicy() & Qt.FocusPolicy.TabFocus)
-            if not inside and takes_tab and widget.isVisible() and widget.isEnabled():
-                reason = (
-                    Qt.FocusReason.TabFocusReason if forward else Qt.FocusReason.BacktabFocusReason
-                )
-                widget.setFocus(reason)
-                return True
+    # -- the keyboard -------------------------------------------------------------------------
 
     def focus_message(self, index: int = -1) -> bool:
         """Put the keyboard focus on a message's header (by default the last message's)."""
-        headers = self._headers()
-        if not headers:
-            return False
-        header = headers[max(-len(headers), min(index, len(headers) - 1))]
-        previous = self._current_header()
-        if previous != header:
-            self._set_reachable(previous, False)
-        self._set_reachable(header, True)
-        self._current = None if header == headers[-1] else header
-        row = self.stack.rows[header]
-        row.setFocus(Qt.FocusReason.OtherFocusReason)
-        self.ensureWidgetVisible(row, 0, 0)
-        return True
+        return self.messages.focus(index)
 
-    def move_between_messages(self, step: int) -> bool:
-        """Move the focus ``step`` messages down (up if negative) from the focused one."""
-        headers = self._headers()
-        if not headers:
-            return False
-        here = self._message_of(QApplication.focusWidget())
-        if here is None or here not in headers:
-            current = self._current_header()  # entering the messages: the current one first
-            return self.focus_message(headers.index(current) if current in headers else -1)
-        position = max(0, min(headers.index(here) + step, len(headers) - 1))
-        return self.focus_message(position)
+    @override
+    def focusNextPrevChild(self, next: bool) -> bool:
+        return self.messages.tab(next) or super().focusNextPrevChild(next)
 
     @override
     def keyPressEvent(self, event: QKeyEvent) -> None:
@@ -292,32 +199,21 @@ class ChatView(QScrollArea):
             return
         if event.matches(QKeySequence.StandardKey.SelectAll):
             focused = QApplication.focusWidget()
-            message = None if focused is self.stack else self._message_of(focused)
+            message = None if focused is self.stack else self.messages.message_of(focused)
             if message is None:
                 self.select_all()
             else:
-                self.selection.select_rows(message, self._message_end(message) - 1)
+                self.selection.select_rows(message, self.messages.message_end(message) - 1)
             event.accept()
             return
-        step = self._navigation_step(event)
-        if step and self.move_between_messages(step):
+        if self.messages.handle_key(event):
             event.accept()
             return
         super().keyPressEvent(event)
 
-    @staticmethod
-    def _navigation_step(event: QKeyEvent) -> int:
-        modifiers = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
-        key = event.key()
-        if key == Qt.Key.Key_F6 and modifiers == Qt.KeyboardModifier.NoModifier:
-            return 1
-        if key == Qt.Key.Key_F6 and modifiers == Qt.KeyboardModifier.ShiftModifier:
-            return -1
-        if modifiers == Qt.KeyboardModifier.ControlModifier and key == Qt.Key.Key_Down:
-            return 1
-        if modifiers == Qt.KeyboardModifier.ControlModifier and key == Qt.Key.Key_Up:
-            return -1
-        return 0
+    def _on_row_added(self, i: int, row: Row) -> None:
+        self.selection.row_added(i, row)
+        self.messages.row_added(i, row)
 
     # -- layout and theme ---------------------------------------------------------------------
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, Qt, Slot
-from PySide6.QtGui import QAccessible, QFont, QGuiApplication, QPainter, QPaintEvent
+from PySide6.QtGui import QAccessible, QFont, QGuiApplication
 from PySide6.QtWidgets import QLabel, QToolButton, QWidget
 from typing_extensions import override
 
-from app.ui.action_button import ActionButton, paint_focus_ring
+from app.ui.action_button import ActionButton
 from app.ui.row_base import MARGIN, Row
 from app.ui.text_block import TextBlock
 
@@ -160,11 +160,6 @@ class HeaderRow(Row):
         name_height = self._name.sizeHint().height()
         name_top = top + max(0, (height - name_height) // 2)
         self._name.setGeometry(MARGIN, name_top, max(0, right - MARGIN), name_height)
-
-    @override
-    def paintEvent(self, event: QPaintEvent) -> None:
-        if self.hasFocus():
-            paint_focus_ring(self, QPainter(self))
 
     @override
     def retranslate(self) -> None:

@@ -74,6 +74,7 @@ class TextBlock(QWidget):
         self._plain: str | None = ""
         self._html = ""
         self._selection = (0, 0)
+        self._palette: QPalette | None = None
         self.setMouseTracking(True)  # a pointing hand over links
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.link_activated.connect(open_link)
@@ -130,8 +131,7 @@ class TextBlock(QWidget):
         """Height of the text laid out ``width`` pixels wide (margins included)."""
         margins = self.contentsMargins()
         inner = max(1, width - margins.left() - margins.right())
-        if self._wrap:
-            self.document.setTextWidth(inner)
+        self._set_text_width(inner)
         height = math.ceil(self.document.size().height())
         return height + margins.top() + margins.bottom()
 
@@ -159,16 +159,23 @@ class TextBlock(QWidget):
             math.ceil(size.height()) + margins.top() + margins.bottom(),
         )
 
+    def _set_text_width(self, width: int) -> None:
+        # QTextDocument lays out the whole text again on every setTextWidth, even to the same
+        # width: measuring a row and then giving it that size must not pay for two layouts.
+        if self._wrap and self.document.textWidth() != width:
+            self.document.setTextWidth(width)
+
     @override
     def resizeEvent(self, event: QResizeEvent) -> None:
-        if self._wrap:
-            self.document.setTextWidth(max(1, self.contentsRect().width()))
+        self._set_text_width(max(1, self.contentsRect().width()))
 
     @override
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
             self.document.setDefaultFont(self.font())
+        elif event.type() == QEvent.Type.PaletteChange:
+            self._palette = None
 
     # -- hit testing and selection ------------------------------------------------------------
 
@@ -217,14 +224,22 @@ class TextBlock(QWidget):
 
     # -- painting and the pointer -------------------------------------------------------------
 
+    def _paint_palette(self) -> QPalette:
+        # The document draws in the palette's Text colour; a label's text is its foreground.
+        if self._palette is None:
+            palette = QPalette(self.palette())
+            palette.setColor(QPalette.ColorRole.Text, palette.color(self.foregroundRole()))
+            self._palette = palette
+        return self._palette
+
     @override
     def paintEvent(self, event: QPaintEvent) -> None:
+        # Kept lean: it runs for every row on screen in every frame of a streaming reply.
         painter = QPainter(self)
         origin = self.contentsRect().topLeft()
         painter.translate(origin)
         context = QAbstractTextDocumentLayout.PaintContext()
-        palette = QPalette(self.palette())
-        palette.setColor(QPalette.ColorRole.Text, self.palette().color(self.foregroundRole()))
+        palette = self._paint_palette()
         context.palette = palette
         context.clip = QRectF(event.rect().translated(-origin))
         start, end = self._selection
@@ -235,8 +250,8 @@ class TextBlock(QWidget):
             cursor.setPosition(min(end, self.length()), QTextCursor.MoveMode.KeepAnchor)
             chosen.cursor = cursor
             look = QTextCharFormat()
-            look.setBackground(self.palette().color(QPalette.ColorRole.Highlight))
-            look.setForeground(self.palette().color(QPalette.ColorRole.HighlightedText))
+            look.setBackground(palette.color(QPalette.ColorRole.Highlight))
+            look.setForeground(palette.color(QPalette.ColorRole.HighlightedText))
             chosen.format = look
             context.selections = [chosen]
         self.document.documentLayout().draw(painter, context)
