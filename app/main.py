@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import logging
 import os
 import sys
@@ -55,8 +56,21 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``floodgate`` command line."""
     parser = argparse.ArgumentParser(
-        prog="floodgate", description="Chat with a local language model (a GGUF file)."
+        prog="floodgate",
+        description="Chat with a local language model (a GGUF file).",
+        epilog=(
+            "subcommands:\n"
+            "  floodgate bench   measure the flow beside its baselines "
+            "(floodgate bench --help)\n"
+            "  floodgate soak    random Send/Stop/regenerate/switch cycles with the real model\n"
+            "                    (floodgate soak --help)\n\n"
+            "environment:\n"
+            "  FLOODGATE_HOME    the data directory (history, preferences, prompt cache)\n"
+            "  FLOODGATE_MODEL   the model opened when --model is not given"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--model", type=Path, default=None, help="GGUF file to open")
     # Without these, the values saved in the settings dialog are used (see File > Settings).
     parser.add_argument(
@@ -69,7 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="pieces buffered between the model and the window before inference pauses",
     )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="record the flow as a Chrome trace (opens in Perfetto and chrome://tracing), "
+        "written to FILE when the window closes",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="log what Floodgate and llama.cpp do (llama.cpp's own log included) to stderr",
+    )
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("floodgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree not installed
+        return "unknown"
 
 
 def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
@@ -129,6 +163,8 @@ async def run_window(
 
     window.closed.connect(on_closed)
     window.show()
+    if args.trace is not None:
+        window.trace_recording.start(args.trace)
     session.open_model(args.model or default_model_path())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     await closed
@@ -186,7 +222,15 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
         from app.bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["soak"]:
+        from app.soak import main as soak_main
+
+        return soak_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.debug:
+        logging.basicConfig(
+            level=logging.DEBUG, format="%(relativeCreated)8.0f %(name)s: %(message)s"
+        )
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
     app.setApplicationName("Floodgate")

@@ -27,6 +27,7 @@ from app.ui.composer import Composer
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
+from app.ui.trace_recording import TraceRecording
 from app.ui.transcript import APP_NAME, Transcript
 
 
@@ -79,6 +80,10 @@ class MainWindow(QMainWindow):
             },
             [(self.sidebar_dock, "Ctrl+B"), (self.diagnostics_dock, "F12")],
         )
+        self.trace_recording = TraceRecording(self)
+        self.menus.view_menu.addAction(self.trace_recording.action)
+        self.statusBar().addPermanentWidget(self.trace_recording.indicator)
+        self.trace_recording.finished.connect(lambda text: self.statusBar().showMessage(text, 8000))
         QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
         self._connect_session()
         self.retranslate()
@@ -158,6 +163,7 @@ class MainWindow(QMainWindow):
         """Set every text of the window in the current language."""
         self.menus.retranslate()
         self.conversations.retranslate()
+        self.trace_recording.retranslate()
         self.edit_banner.setText(
             self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
         )
@@ -244,6 +250,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
         self.transcript.renderer.cancel()
+        if self.trace_recording.recording:
+            self.trace_recording.stop_now()
         event.accept()
         self.closed.emit()
 
