@@ -269,8 +269,10 @@ class Soak:
         probe_every: int = 25,
         sample_every: int = 25,
         log: Callable[[str], None] | None = None,
+        json_path: Path | None = None,
     ) -> None:
         self.random = random.Random(seed)
+        self.json_path = json_path
         self.report = SoakReport(seed=seed, cycles_planned=cycles)
         self.max_tokens = max_tokens
         self.probe_every = probe_every
@@ -316,15 +318,15 @@ class Soak:
                     return  # the window is closing mid-reply; Floodgate starts again
             self.finished = True
             await window.session.stop_and_wait()
-            window.close()
+            self._close(window)
         except SoakStuckError as exc:
             self.report.problems.append(f"cycle {self.cycle}: waited in vain for {exc}")
             self.finished = True
-            window.close()
+            self._close(window)
         except Exception as exc:  # the soak's own failure is reported, not a traceback
             self.report.problems.append(f"cycle {self.cycle}: {type(exc).__name__}: {exc}")
             self.finished = True
-            window.close()
+            self._close(window)
         finally:
             self.records.extend(self._watcher.records)
 
@@ -442,7 +444,7 @@ class Soak:
         elif action == "close":
             record = await self._send(window, self._prompt())
             await self._shown(record, self.random.randint(0, 80))
-            window.close()
+            self._close(window)
         return action
 
     async def _send_while_stopping(self, window: MainWindow) -> None:
@@ -539,6 +541,20 @@ class Soak:
                 f"cycle {self.cycle}: the probe ended {record.status}: {record.note}"
             )
 
+    def _close(self, window: MainWindow) -> None:
+        """Close the window; the report on disk says so until the run comes back from it.
+
+        Floodgate ends the process outright when a thread will not end at close (after
+        saving what it can): then this interim report is what remains, and it is a failure.
+        """
+        if self.json_path is not None:
+            interim = replace(self.report, problems=[*self.report.problems])
+            interim.problems.append(
+                f"cycle {self.cycle}: the run did not come back from closing the window"
+            )
+            write_report(interim, self.json_path)
+        window.close()
+
     # -- after the run ------------------------------------------------------------------------
 
     def check_database(self, path: Path) -> None:
@@ -591,6 +607,11 @@ class Soak:
                 )
 
 
+def write_report(report: SoakReport, path: Path) -> None:
+    """Write ``report`` as JSON."""
+    path.write_text(json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``floodgate soak`` command line."""
     parser = argparse.ArgumentParser(
@@ -634,6 +655,7 @@ def run(args: argparse.Namespace) -> SoakReport:
         max_tokens=args.max_tokens,
         probe_every=args.probe_every,
         log=log,
+        json_path=args.json,
     )
     argv = ["--model", str(args.model or default_model_path())]
     if args.threads:
@@ -665,7 +687,7 @@ def main(argv: Sequence[str]) -> int:
     report = run(args)
     print(report.summary(), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n")
+        write_report(report, args.json)
     return 0 if report.ok else 1
 
 
