@@ -15,10 +15,12 @@ fences around it:
   or method it calls is a call event; the trace function checks the stop signal, the time
   budget and (every few milliseconds) the memory budget there, and raises an exception that
   Jinja cannot catch. Python threads cannot be killed; they can be made to raise.
-- Budgets: output size (counted chunk by chunk as the template yields) and the operations
-  that make a huge value in one C call, where no trace event comes until it is done
-  (``'x' * 10**9``, ``10 ** 10 ** 8``, ``'x'|center(10**9)``, ``'{:>999999999}'.format(1)``):
-  they are refused before they run.
+- Budgets: output size (counted chunk by chunk as the template yields), and the operations
+  that make a huge value in one C call, where no trace event comes until it is done: they
+  are refused before they run. ``'x' * 10**9``, ``10 ** (10 ** 8)``, ``'x'|center(10**9)``,
+  ``'{:>999999999}'.format(1)``, printing or joining a list of a thousand references to one
+  4 MB string (gigabytes of text), sorting millions of items. What remains uninterruptible
+  is one C operation on values within the budgets: milliseconds, tens of them at worst.
 - The sandbox itself: no attribute starting with ``_``, no mutation of lists and dicts,
   ``range`` limited to 100,000 items, so no template can reach Python's internals.
 """
