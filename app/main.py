@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import qasync
 from PySide6.QtWidgets import QApplication
@@ -203,16 +203,28 @@ async def shut_down(session: ChatSession, archive: Archive, keeper: PreferencesK
     except TimeoutError:
         log.warning("The worker did not end within %.1f s; exiting without it", SHUTDOWN_SECONDS)
         session.runner.abandon()  # saves what the reply has so far
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(archive.close(), max(0.1, deadline - time.monotonic()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(keeper.flush(), 0.1)
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)  # the stuck thread cannot be joined; nothing else is left to save
-    await archive.close()
+        await archive.close(timeout=max(0.1, deadline - time.monotonic()))
+        await _flush_preferences(keeper)
+        _exit_now()
+    # A disk that stopped answering holds the archive's (non-daemon) thread: exit without it.
+    if not await archive.close(timeout=max(0.2, deadline - time.monotonic())):
+        log.warning("The history did not finish writing within %.1f s", SHUTDOWN_SECONDS)
+        await _flush_preferences(keeper)
+        _exit_now()
     await keeper.flush()
+
+
+async def _flush_preferences(keeper: PreferencesKeeper) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(keeper.flush(), 0.1)
+
+
+def _exit_now() -> NoReturn:
+    """End the process without joining a thread stuck in a blocking call."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:

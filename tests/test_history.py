@@ -482,7 +482,9 @@ def test_a_save_failure_of_any_type_reaches_the_session_as_a_sentence(
     session, backend, archive, path = opened
     backend.rate = 0
     notices: list[str] = []
-    session.notice.connect(notices.append)
+    recovered: list[str] = []
+    session.saving_failed.connect(notices.append)
+    session.saving_recovered.connect(recovered.append)
 
     def broken(*args: object) -> None:
         raise RuntimeError("the disk went away")
@@ -500,4 +502,31 @@ def test_a_save_failure_of_any_type_reaches_the_session_as_a_sentence(
     session.send("And now?")
     finish(loop, session)
     assert not archive.failing
+    run_until(loop, lambda: bool(recovered))
     assert [content for _, _, content in saved(path)][-2:] == ["And now?", "yes"]
+
+
+def test_the_window_keeps_saying_saving_fails_until_it_works_again(
+    loop: Loop, opened: Opened, qtbot: QtBot
+) -> None:
+    session, backend, archive, _ = opened
+    window = fast_window(opened, qtbot)
+    backend.rate = 0
+
+    def broken(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    archive.database.save_messages = broken  # type: ignore[method-assign]
+    session.send("Is this kept?")
+    finish(loop, session)
+    run_until(loop, window.saving_banner.isVisible)
+    assert "No space left on device" in window.saving_banner.label.text()
+    assert window.saving_banner.export_button.isVisible()
+    session.send("Still failing?")
+    finish(loop, session)
+    assert window.saving_banner.isVisible()  # it stays while saving fails
+
+    del archive.database.save_messages  # the real method again
+    session.send("And now?")
+    finish(loop, session)
+    run_until(loop, lambda: not window.saving_banner.isVisible())

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -16,10 +14,7 @@ from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
-from app.store.exchange import NotAConversationError, from_json, to_json, to_markdown
-
-P = ParamSpec("P")
-T = TypeVar("T")
+from app.store.exchange import NotAConversationError, read_json, to_json, to_markdown
 
 
 class ConversationLibrary(QObject):
@@ -38,7 +33,11 @@ class ConversationLibrary(QObject):
     conversation_loaded = Signal()
     conversations_changed = Signal()
     notice = Signal(str)
+    saving_failed = Signal(str)
+    saving_recovered = Signal(str)
     _archive_failed = Signal(object)
+    _archive_recovered = Signal(object)
+    _archive_notice = Signal(object)
 
     def __init__(self, archive: Archive | None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -46,9 +45,13 @@ class ConversationLibrary(QObject):
         self.conversation = Conversation()
         self.default_system_prompt = ""
         if archive is not None:
-            # Called on the archive's thread: the signal carries it to this one.
+            # Called on the archive's thread: the signals carry them to this one.
             archive.on_failure = self._archive_failed.emit
+            archive.on_recovered = self._archive_recovered.emit
+            archive.on_notice = self._archive_notice.emit
             self._archive_failed.connect(self._on_archive_failed)
+            self._archive_recovered.connect(self._on_archive_recovered)
+            self._archive_notice.connect(self._on_archive_notice)
 
     # -- saving ---------------------------------------------------------------------------------
 
@@ -71,9 +74,29 @@ class ConversationLibrary(QObject):
         self.save_messages(*messages)
         self.conversations_changed.emit()
 
+    @property
+    def saving_fails(self) -> bool:
+        """Whether the history cannot be written now (what is on screen is only in memory)."""
+        return self.archive is not None and self.archive.failing
+
     @Slot(object)
     def _on_archive_failed(self, sentence: Sentence) -> None:
+        self.saving_failed.emit(say_sentence(sentence))
+
+    @Slot(object)
+    def _on_archive_recovered(self, sentence: Sentence) -> None:
+        self._write_again()
+        self.saving_recovered.emit(say_sentence(sentence))
+
+    @Slot(object)
+    def _on_archive_notice(self, sentence: Sentence) -> None:
+        # The file was deleted, replaced or damaged and made again: what is on screen goes in.
+        self._write_again()
         self.notice.emit(say_sentence(sentence))
+
+    def _write_again(self) -> None:
+        if self.archive is not None and self.conversation.nodes:
+            self.archive.rewrite([self.conversation])
 
     # -- the conversation on screen -------------------------------------------------------------
 
@@ -147,40 +170,70 @@ class ConversationLibrary(QObject):
             self.archive.submit(self.archive.database.undelete, conversation_id)
         self.conversations_changed.emit()
 
-    async def export(self, path: Path, kind: str) -> None:
-        """Write the conversation to ``path`` as ``"markdown"`` or ``"json"``."""
+    async def export(self, path: Path, kind: str) -> bool:
+        """Write the conversation to ``path`` as ``"markdown"`` or ``"json"``.
+
+        On a thread of its own, not the archive's: export is the way out when the history
+        cannot be written, so it must not wait behind a stuck disk.
+
+        Returns:
+            Whether the file was written (if not, a notice says why).
+        """
         conversation = self.conversation
         text = to_json(conversation) if kind == "json" else to_markdown(conversation)
-        await self._off_the_ui_thread(_write_text, path, text)
-
-    async def read_import(self, path: Path) -> Conversation | None:
-        """Read a conversation exported as JSON; None (and a notice) if it cannot be."""
         try:
-            text = await self._off_the_ui_thread(path.read_text, encoding="utf-8")
-            return from_json(text)
-        except (OSError, UnicodeDecodeError, NotAConversationError) as exc:
+            await asyncio.to_thread(_write_text, path, text)
+        except OSError as exc:
             self.notice.emit(
                 say(
-                    QT_TRANSLATE_NOOP("Floodgate", "{name} could not be imported: {reason}"),
+                    QT_TRANSLATE_NOOP("Floodgate", "{name} could not be written: {reason}"),
                     name=path.name,
-                    reason=exc,
+                    reason=exc.strerror or exc,
                 )
             )
+            return False
+        return True
+
+    async def read_import(self, path: Path) -> Conversation | None:
+        """Read and check a conversation exported as JSON; None (and a notice) if it cannot be."""
+        try:
+            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+            imported = read_json(text)
+        except NotAConversationError as exc:
+            self._cannot_import(path, say_sentence(exc.sentence))
             return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self._cannot_import(path, str(exc))
+            return None
+        if imported.replaced:
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "Some characters in {name} could not be kept and were replaced with �.",
+                    ),
+                    name=path.name,
+                )
+            )
+        return imported.conversation
+
+    def _cannot_import(self, path: Path, reason: str) -> None:
+        self.notice.emit(
+            say(
+                QT_TRANSLATE_NOOP("Floodgate", "{name} could not be imported: {reason}"),
+                name=path.name,
+                reason=reason,
+            )
+        )
 
     async def keep_imported(self, conversation: Conversation) -> None:
         """Save an imported conversation and show it (the caller has stopped any reply)."""
         self.conversation = conversation
         if self.archive is not None:
-            await self.archive.call(self.archive.database.save_all, conversation)
+            # Submitted, not awaited: a failure is reported like any save's, and kept.
+            self.archive.submit(self.archive.database.save_all, conversation)
         self.conversation_loaded.emit()
         self.conversations_changed.emit()
-
-    async def _off_the_ui_thread(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """File work on the archive's thread, or a spare one when there is no archive."""
-        if self.archive is not None:
-            return await self.archive.call(fn, *args, **kwargs)
-        return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -42,6 +42,8 @@ class ChatSession(QObject):
         reply_started(), reply_text(str), prompt_progress(str), reply_ended(str, str),
             figures_changed(): from the reply runner.
         conversation_loaded(), conversations_changed(): from the conversation library.
+        saving_failed(str), saving_recovered(str): the history could not be written (what is
+            on screen is only in memory until it can), and can be again.
     """
 
     def __init__(
@@ -77,6 +79,8 @@ class ChatSession(QObject):
         self.figures_changed = runner.figures_changed
         self.conversation_loaded = library.conversation_loaded
         self.conversations_changed = library.conversations_changed
+        self.saving_failed = library.saving_failed
+        self.saving_recovered = library.saving_recovered
         self.notice = host.notice
         library.notice.connect(host.notice)
         runner.notice.connect(host.notice)

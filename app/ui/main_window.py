@@ -27,6 +27,7 @@ from app.ui.composer import Composer
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
+from app.ui.saving_banner import SavingBanner
 from app.ui.trace_recording import TraceRecording
 from app.ui.transcript import APP_NAME, Transcript
 
@@ -104,11 +105,15 @@ class MainWindow(QMainWindow):
         self.edit_banner = QLabel()
         self.edit_banner.setObjectName("editBanner")
         self.edit_banner.hide()
+        self.saving_banner = SavingBanner(
+            lambda: chat_dialogs.choose_export_file(self, self.session, "json", self.spawn)
+        )
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
         row.addWidget(self.send_button)
         column = QVBoxLayout()
         column.addWidget(self.view, 1)
+        column.addWidget(self.saving_banner)
         column.addWidget(self.edit_banner)
         column.addLayout(row)
         central = QWidget()
@@ -146,6 +151,8 @@ class MainWindow(QMainWindow):
         session.prompt_progress.connect(self._on_prompt_progress)
         session.reply_ended.connect(self._on_reply_ended)
         session.figures_changed.connect(self._on_figures_changed)
+        session.saving_failed.connect(self.saving_banner.show_problem)
+        session.saving_recovered.connect(self._on_saving_recovered)
 
     def spawn(self, coroutine: Coroutine[object, object, object]) -> None:
         """Run ``coroutine`` on the loop, keeping it alive until it ends."""
@@ -164,6 +171,7 @@ class MainWindow(QMainWindow):
         self.menus.retranslate()
         self.conversations.retranslate()
         self.trace_recording.retranslate()
+        self.saving_banner.retranslate()
         self.edit_banner.setText(
             self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
         )
@@ -291,6 +299,11 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(text, 6000)
         else:
             self.view.add_note(text)
+
+    @Slot(str)
+    def _on_saving_recovered(self, text: str) -> None:
+        self.saving_banner.hide()
+        self.statusBar().showMessage(text, 8000)
 
     @Slot()
     def _on_reply_started(self) -> None:
