@@ -228,3 +228,18 @@ def test_every_frame_tick_records_the_loop_lag(loop: Loop) -> None:
     assert ticks >= 10
     assert ticks <= possible_frames + 2
     assert ticks >= session.metrics.reply.frames
+
+
+def test_text_that_cannot_be_stored_is_replaced_where_it_enters(loop: Loop) -> None:
+    backend = ScriptedBackend(["fine ", "\ud83d\ude00", " and ", "\udc80"])  # a pair, a lone one
+    session = ready_session(loop, backend)
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    assert session.send("broken \ud800 text")
+    run_until(loop, lambda: not session.generating)
+    prompt, reply = session.conversation.messages
+    assert prompt.content == "broken \ufffd text"
+    assert any("replaced" in n for n in notices)
+    assert reply.content == "fine 😀 and \ufffd"
+    for message in (prompt, reply):
+        message.content.encode("utf-8")  # what is kept can always be saved

@@ -21,6 +21,7 @@ from app.flow.words import say, say_sentence
 from app.flow.worker import ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Message, Status
+from app.store.text import storable_text
 
 SAVE_EVERY = 1.0
 """Seconds between saves of a reply while it streams: a crash loses at most this much."""
@@ -159,6 +160,8 @@ class ReplyRunner(QObject):
         if self._progress_said:
             self._progress_said = False
             self.prompt_progress.emit("")
+        # A server's JSON can carry lone surrogates ("\ud800"); they could never be saved.
+        text = storable_text(text).text
         reply.message.content += text
         self.reply_text.emit(text)
         if self._library.archive is not None and self._saving.ready():

@@ -21,9 +21,12 @@ from app.flow.metrics import FlowMetrics
 from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import as_settings, engine_options, generation_settings, with_conversation
 from app.flow.reply import ReplyRunner
+from app.flow.words import say
+from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
 from app.store.settings import Settings, with_overrides
+from app.store.text import storable_text
 
 __all__ = ["DEFAULT_QUEUE_BOUND", "ChatSession", "ModelState"]
 
@@ -192,8 +195,23 @@ class ChatSession(QObject):
         """
         if not text.strip() or self.generating:
             return False
-        self._answer(self.conversation.add("user", text))
+        self._answer(self.conversation.add("user", self._storable(text)))
         return True
+
+    def _storable(self, text: str) -> str:
+        """What the user gave, made storable (the same rule as every other way text enters)."""
+        kept, replaced = storable_text(text)
+        if replaced:
+            self.notice.emit(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "Some characters in your message could not be kept and were replaced "
+                        "with �.",
+                    )
+                )
+            )
+        return kept
 
     def regenerate(self) -> bool:
         """Ask again for the last reply; the earlier one stays as a variant to flip back to."""
@@ -211,7 +229,9 @@ class ChatSession(QObject):
         if self.generating or message.role != "user" or not text.strip():
             return False
         self._show_path_to(message.parent_id)
-        prompt = self.conversation.add("user", text, parent_id=message.parent_id, after_leaf=False)
+        prompt = self.conversation.add(
+            "user", self._storable(text), parent_id=message.parent_id, after_leaf=False
+        )
         self._answer(prompt)
         return True
 
