@@ -247,3 +247,21 @@ def test_code_keeps_its_copy_button_and_sideways_scroll(view: ChatView, qtbot: Q
     end = block.mapTo(view.window(), char_point(block, 306))
     drag(view, start, end)
     assert view.selected_text() == "aaaa'"
+
+
+def test_a_selected_row_that_a_streaming_reply_replaces_stays_selected(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    view.add_user_message(PROMPT)
+    view.begin_reply("Model")
+    view.append_to_reply("Intro.\n\n~~")  # "~~" is a paragraph for now
+    prompt = rows_of(view, TextRow)[0]
+    tail = view.stack.rows[-1]
+    assert isinstance(tail, TextRow)
+    drag(view, point(view, prompt, 6), point(view, tail, 1))
+    assert view.selected_text().endswith("Intro.\n\n~")
+    view.append_to_reply("~\nprint(1)\n")  # now it opens a code block: another kind of row
+    (code,) = rows_of(view, CodeRow)
+    assert view.stack.index_of(tail) == -1  # the paragraph row is gone
+    assert code.text_block().selection == (0, 1)  # the new row paints its share at once
+    assert view.selected_text().endswith("Intro.\n\np")
