@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
 from app.engine.llama import LlamaBackend
+from app.trace import TRACE
 
 _VOCABULARY = (
     "river stone garden letter window harbour lantern mountain valley market story kitchen "
@@ -94,6 +95,7 @@ def reply_on_thread(
     first: list[float] = []
 
     def work() -> None:
+        TRACE.name_thread("bench engine")  # the engine's spans, when the run is recorded
         for piece in backend.stream_reply(
             messages, settings, stop, report, conversation=conversation
         ):

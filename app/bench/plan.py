@@ -112,6 +112,8 @@ class Plan:
         prefill_pairs: prompt-processing pairs against llama-cpp-python.
         prefill_words: the length of their prompt, in words (250: about 330 tokens).
         ttft_runs: runs of the time-to-first-token steps (each figure is their median).
+        ttft_plain_runs: runs of the same steps without the prompt cache (for comparison;
+            most of them process the whole history, so each costs twice a cached run).
         ttft_history_tokens: tokens in the long conversation's history.
     """
 
@@ -130,6 +132,7 @@ class Plan:
     prefill_pairs: int
     prefill_words: int
     ttft_runs: int
+    ttft_plain_runs: int
     ttft_history_tokens: int
 
     @staticmethod
@@ -152,6 +155,7 @@ class Plan:
                 prefill_pairs=3,
                 prefill_words=40,
                 ttft_runs=1,
+                ttft_plain_runs=1,
                 ttft_history_tokens=100,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
@@ -167,11 +171,12 @@ class Plan:
             firehose_seconds=10.0,
             long_pieces=8_000,
             shape_scale=1.0,
-            shape_cap_s=20.0,
+            shape_cap_s=10.0,
             remote_pairs=15,
             prefill_pairs=15,
             prefill_words=250,
             ttft_runs=5,
+            ttft_plain_runs=3,
             ttft_history_tokens=1_200,
         )
 

@@ -147,7 +147,8 @@ def _ttft_table(doc: dict[str, Any]) -> list[str]:
     plain = ttft.get("without_cache", {})
     lines = [
         f"time to first token, {ttft['history_tokens']}-token history "
-        f"(median of {ttft['runs']} runs):",
+        f"(median of {ttft['runs']} runs; without the cache, of "
+        f"{ttft.get('runs_without_cache', ttft['runs'])}):",
         "",
         "| step | with the cache | prompt tokens (cached) | without the cache |",
         "| --- | --- | --- | --- |",

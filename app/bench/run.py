@@ -71,6 +71,7 @@ async def _prompt_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
     section = {
         "history_tokens": first.pop("history_tokens"),
         "runs": first.pop("runs"),
+        "runs_without_cache": first.pop("runs_without_cache"),
         **first,
         "prefill_progress_cost": pre["progress_cost_ratio"],
         "prefill_progress_cost_ci": pre["progress_cost_ratio_ci"],

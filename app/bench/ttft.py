@@ -151,7 +151,8 @@ def ttft(setup: Setup, count_tokens: Callable[[str], int]) -> dict[str, Any]:
     cached_runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="floodgate-bench-cache-") as folder:
         for i in range(setup.plan.ttft_runs):
-            plain_runs.append(_scenario(_opener(setup, no_cache), script))
+            if i < setup.plan.ttft_plain_runs:
+                plain_runs.append(_scenario(_opener(setup, no_cache), script))
             cached = _cached(setup.options, Path(folder) / f"run{i}")
             cached_runs.append(_scenario(_opener(setup, cached), script))
             setup.log(
@@ -159,17 +160,21 @@ def ttft(setup: Setup, count_tokens: Callable[[str], int]) -> dict[str, Any]:
                 + ", ".join(f"{s} {cached_runs[-1].replies[s].ttft_ms:.0f} ms" for s in STEPS)
             )
     expected = _full_processing(setup, script, plain_runs[0])
-    consistent = all(
-        run.replies[name].text == expected[name] for run in cached_runs for name in STEPS
-    )
-    if not consistent:
-        setup.log(f"  replies after a restore differ from full processing: {expected}")
+    differing: dict[str, str] = {}
+    for run in cached_runs:
+        for name in STEPS:
+            if run.replies[name].text != expected[name]:
+                differing.setdefault(name, run.replies[name].text)
+    for name, got in differing.items():
+        setup.log(f"  {name}: {got!r} after a restore, {expected[name]!r} after full processing")
     first = cached_runs[0].replies["cold"].report.prompt_tokens
     return {
         "history_tokens": first,
         "runs": len(cached_runs),
+        "runs_without_cache": len(plain_runs),
         **_figures(cached_runs),
-        "cache_consistent": consistent,
+        "cache_consistent": not differing,
+        "cache_inconsistent_steps": sorted(differing),
         "without_cache": _figures(plain_runs),
     }
 
