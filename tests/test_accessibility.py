@@ -91,7 +91,7 @@ def test_every_message_is_exposed_in_order_with_its_author_and_text(window: Wind
     assert rows == [
         (Role.Heading, "You", "What is 2+2?"),
         (Role.Paragraph, "What is 2+2?", "You"),
-        (Role.Heading, "SmolLM2", "It is **4**.\n\n```python\nprint(4)\n```\n"),
+        (Role.Heading, "SmolLM2", "It is 4.\nprint(4)"),  # as shown, not the Markdown
         (Role.Paragraph, "It is 4.", "SmolLM2"),
         (Role.Paragraph, "print(4)", "SmolLM2, python"),
     ]

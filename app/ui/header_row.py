@@ -88,6 +88,8 @@ class HeaderRow(Row):
         self.setObjectName("messageHeader")
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # the view makes one message reachable
         self._copy_text = copy_text
+        self.spoken_text: Callable[[], str] = copy_text
+        """Gives the message as a screen reader reads it (a reply: as shown, not Markdown)."""
         self.prompt = prompt
         self._name = TextBlock(self, wrap=False)
         font = QFont(self._name.font())
@@ -201,4 +203,4 @@ class HeaderRow(Row):
 
     @override
     def accessible_description(self) -> str:
-        return self.message_text()
+        return self.spoken_text()

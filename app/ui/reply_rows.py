@@ -93,6 +93,7 @@ class ReplyRows:
         self.text = ""
         self.speaker = speaker
         self.header = HeaderRow(speaker, lambda: self.text)
+        self.header.spoken_text = self.answer_text
         view.stack.append(self.header)
         self._splitter = ThinkSplitter()
         self._thinking: BlockRows | None = None
