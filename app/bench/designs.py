@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
@@ -95,7 +95,11 @@ async def per_piece(mode: str, pieces: list[str], rate: float) -> dict[str, Any]
 
 
 async def designs(
-    real_pieces: list[str], real_rate: float, hose: list[str], hose_rate: float, log: Any
+    real_pieces: list[str],
+    real_rate: float,
+    hose: list[str],
+    hose_rate: float,
+    log: Callable[[str], None],
 ) -> dict[str, Any]:
     """Each design with the real model's pieces at the app's rate, then with the fire hose."""
     result: dict[str, Any] = {}
