@@ -61,7 +61,6 @@ class ChatView(QScrollArea):
         self.stack = RowStack()
         self.stack.setObjectName("conversationRows")
         self.stack.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Ctrl+C after selecting
-        self.stack.setCursor(Qt.CursorShape.IBeamCursor)
         self.setWidget(self.stack)
         self.theme: Theme = theme_for(self.palette())
         self._reply: ReplyRows | None = None

@@ -76,6 +76,7 @@ class TextBlock(QWidget):
         self._selection = (0, 0)
         self._palette: QPalette | None = None
         self.setMouseTracking(True)  # a pointing hand over links
+        self.setCursor(Qt.CursorShape.IBeamCursor)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.link_activated.connect(open_link)
         if wrap:
