@@ -156,9 +156,24 @@ class AttachmentChip(QFrame):
 
     def apply_colors(self) -> None:
         """A sentence about a problem in the theme's error colour (set again on a new palette)."""
-        palette = QPalette(self.palette())
-        palette.setColor(QPalette.ColorRole.WindowText, _error_color(self))
-        self.problem.setPalette(palette)
+        self.problem.setPalette(_warning_palette(self))
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        # Here and not from the tray: a palette reaches the tray before its chips.
+        if event.type() == QEvent.Type.PaletteChange:
+            self.apply_colors()
+
+
+def _warning_palette(widget: QWidget) -> QPalette:
+    """A palette that sets only the text colour, to the theme's error colour.
+
+    Every other role keeps following the widget's parent, and so the light or dark theme.
+    """
+    palette = QPalette()
+    palette.setColor(QPalette.ColorRole.WindowText, _error_color(widget))
+    return palette
 
 
 def _plain_label(parent: QWidget) -> QLabel:
@@ -177,6 +192,7 @@ class _ChipList(QScrollArea):
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Tab goes from the prompt to the chips
         inner = QWidget(self)
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(0, 0, 0, 0)
@@ -304,6 +320,7 @@ class AttachmentTray(QWidget):
         chip.include_button.clicked.connect(lambda: self._include_clicked(name))
         self._entries[name] = _Entry(chip, ChipState.READING)
         self._list.column.addWidget(chip)
+        chip.show()  # now, not when the layout gets round to it: the tray may be shown already
         self._update()
 
     def show_progress(self, name: str, done: int, total: int) -> None:
@@ -427,19 +444,29 @@ class AttachmentTray(QWidget):
         self._update()
 
     def _rooms(self) -> dict[str, int]:
-        """Room for each ready chip, filling the context in order."""
+        """The room for each ready chip: the context left once the others that fit are in.
+
+        The chips fill the context in order; one that does not fit where it comes is left
+        out and takes no room, so the ones after it may still fit.
+        """
         if self._room is None:
             return {}
+        ready = {
+            name: entry.attachment.tokens or 0
+            for name, entry in self._entries.items()
+            if entry.state is ChipState.READY and entry.attachment is not None
+        }
         left = self._room
-        rooms: dict[str, int] = {}
-        for name, entry in self._entries.items():
-            if entry.state is not ChipState.READY or entry.attachment is None:
-                continue
-            rooms[name] = max(0, left)
-            tokens = entry.attachment.tokens or 0
+        kept: set[str] = set()
+        for name, tokens in ready.items():
             if tokens <= left:
                 left -= tokens
-        return rooms
+                kept.add(name)
+        used = self._room - left
+        return {
+            name: self._room - used + (tokens if name in kept else 0)
+            for name, tokens in ready.items()
+        }
 
     def _update(self) -> None:
         rooms = self._rooms()
@@ -481,7 +508,8 @@ class AttachmentTray(QWidget):
                 )
             )
             chip.note.setVisible(True)
-        if room is not None and attachment.tokens is not None and attachment.tokens > room:
+        over = room is not None and attachment.tokens is not None and attachment.tokens > room
+        if over and room is not None and attachment.tokens is not None:
             if room >= MIN_PART_TOKENS:
                 sentence = self.tr(
                     "{name} is {tokens} tokens, more than the {room} left in the context."
@@ -492,11 +520,12 @@ class AttachmentTray(QWidget):
                     "There is no room left in the context for {name}: remove another "
                     "attachment, or start a new conversation."
                 )
-            chip.problem.setText(
-                sentence.format(
-                    name=attachment.name, tokens=f"{attachment.tokens:,}", room=f"{room:,}"
+            if not entry.problem:  # a failed measure of the part says why first
+                chip.problem.setText(
+                    sentence.format(
+                        name=attachment.name, tokens=f"{attachment.tokens:,}", room=f"{room:,}"
+                    )
                 )
-            )
             chip.problem.setVisible(True)
 
     def _summary(self, name: str, attachment: Attachment, seconds: float | None) -> str:
@@ -531,15 +560,12 @@ class AttachmentTray(QWidget):
                 tokens=f"{used:,}", room=f"{self._room:,}"
             )
         seconds = [e.seconds for e in counted if e.seconds is not None]
-        if seconds and len(seconds) == len(counted):
+        if seconds and len(seconds) == len(counted) and not self.over:
             text = self.tr("{total}, {duration}").format(
                 total=text, duration=duration_text(self, sum(seconds))
             )
         self.total.setText(text)
-        palette = QPalette(self.palette())
-        if self.over:
-            palette.setColor(QPalette.ColorRole.WindowText, _error_color(self))
-        self.total.setPalette(palette)
+        self.total.setPalette(_warning_palette(self) if self.over else QPalette())
         self.total.setVisible(True)
 
     @override
@@ -552,8 +578,6 @@ class AttachmentTray(QWidget):
                 entry.chip.retranslate()
             self._update()
         elif kind == QEvent.Type.PaletteChange:
-            for entry in self._entries.values():
-                entry.chip.apply_colors()
             self._render_total()
 
 
