@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -44,8 +44,8 @@ MIN_PART_TOKENS: Final = 64
 NAME_WIDTH_EM: Final = 24
 """A chip shows at most this many average characters of a name; the rest is elided."""
 
-CHIPS_SHOWN: Final = 4
-"""The tray grows to show this many chips; more scroll."""
+LINES_SHOWN: Final = 14
+"""The tray grows to this many lines of text (four chips or so); more scroll."""
 
 
 class ChipState(Enum):
@@ -91,7 +91,7 @@ class AttachmentChip(QFrame):
         self.name = name
         self.setObjectName("attachmentChip")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.summary = _plain_label(self)
         self.summary.setObjectName("attachmentSummary")
         self.progress = QProgressBar(self)
@@ -184,7 +184,7 @@ def _plain_label(parent: QWidget) -> QLabel:
 
 
 class _ChipList(QScrollArea):
-    """The chips, scrolling once there are more than :data:`CHIPS_SHOWN`."""
+    """The chips, scrolling once they are taller than :data:`LINES_SHOWN` lines."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -197,21 +197,25 @@ class _ChipList(QScrollArea):
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(0, 0, 0, 0)
         self.column.setSpacing(3)
+        self.column.addStretch(1)  # spare height below the chips, not inside them
         self.setWidget(inner)
         self.viewport().setAutoFillBackground(False)
         inner.setAutoFillBackground(False)
 
     @override
     def sizeHint(self) -> QSize:
-        heights = []
-        for index in range(self.column.count()):
-            item = self.column.itemAt(index)
-            chip = item.widget() if item is not None else None
-            if chip is not None and not chip.isHidden():
-                heights.append(chip.sizeHint().height())
-        shown = heights[:CHIPS_SHOWN]
-        spacing = self.column.spacing() * max(0, len(shown) - 1)
-        return QSize(super().sizeHint().width(), sum(shown) + spacing)
+        inner = self.widget()
+        width = self.viewport().width()
+        height = inner.heightForWidth(width) if inner is not None else -1
+        if height < 0 and inner is not None:
+            height = inner.sizeHint().height()
+        cap = self.fontMetrics().lineSpacing() * LINES_SHOWN
+        return QSize(super().sizeHint().width(), min(max(height, 0), cap))
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.updateGeometry()  # wrapped sentences take more or fewer lines at a new width
 
     @override
     def minimumSizeHint(self) -> QSize:
@@ -242,6 +246,7 @@ class AttachmentTray(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("attachmentTray")
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._entries: dict[str, _Entry] = {}
         self._room: int | None = None
         self._list = _ChipList(self)
@@ -319,7 +324,7 @@ class AttachmentTray(QWidget):
         chip.cancel_button.clicked.connect(lambda: self._cancel_clicked(name))
         chip.include_button.clicked.connect(lambda: self._include_clicked(name))
         self._entries[name] = _Entry(chip, ChipState.READING)
-        self._list.column.addWidget(chip)
+        self._list.column.insertWidget(self._list.column.count() - 1, chip)
         chip.show()  # now, not when the layout gets round to it: the tray may be shown already
         self._update()
 
