@@ -68,13 +68,6 @@ class _Entry:
     """Why the file cannot be attached, or why the part that fits could not be measured."""
 
 
-def duration_text(widget: QWidget, seconds: float) -> str:
-    """``"about 19 s to read"`` / ``"about 3 min to read"``, in the widget's language."""
-    if seconds < 90:
-        return widget.tr("about {seconds} s to read").format(seconds=max(1, round(seconds)))
-    return widget.tr("about {minutes} min to read").format(minutes=math.ceil(seconds / 60))
-
-
 def _error_color(widget: QWidget) -> QColor:
     return QColor(theme_for(widget.palette()).error)
 
@@ -533,15 +526,23 @@ class AttachmentTray(QWidget):
                 )
             chip.problem.setVisible(True)
 
+    def duration_text(self, seconds: float) -> str:
+        """``"about 19 s to read"`` / ``"about 3 min to read"``, in the current language."""
+        if seconds < 90:
+            return self.tr("about {seconds} s to read").format(seconds=max(1, round(seconds)))
+        return self.tr("about {minutes} min to read").format(minutes=math.ceil(seconds / 60))
+
     def _summary(self, name: str, attachment: Attachment, seconds: float | None) -> str:
         parts = [name, size_text(attachment.size)]
-        if attachment.pages is not None:
+        if attachment.pages == 1:
+            parts.append(self.tr("1 page"))
+        elif attachment.pages is not None:
             parts.append(self.tr("{pages} pages").format(pages=f"{attachment.pages:,}"))
         if attachment.tokens is not None:
             tokens = self.tr("{tokens} tokens").format(tokens=f"{attachment.tokens:,}")
             if seconds is not None:
                 tokens = self.tr("{tokens}, {duration}").format(
-                    tokens=tokens, duration=duration_text(self, seconds)
+                    tokens=tokens, duration=self.duration_text(seconds)
                 )
             parts.append(tokens)
         return " · ".join(parts)
@@ -567,7 +568,7 @@ class AttachmentTray(QWidget):
         seconds = [e.seconds for e in counted if e.seconds is not None]
         if seconds and len(seconds) == len(counted) and not self.over:
             text = self.tr("{total}, {duration}").format(
-                total=text, duration=duration_text(self, sum(seconds))
+                total=text, duration=self.duration_text(sum(seconds))
             )
         self.total.setText(text)
         self.total.setPalette(_warning_palette(self) if self.over else QPalette())
