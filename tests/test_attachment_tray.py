@@ -637,3 +637,33 @@ def test_the_reader_and_the_tray_together(form: Form, loop: Loop, tmp_path: Path
     assert failed is not None
     assert failed.problem.text() == "folder is a folder. Attach the files inside it instead."
     assert [a.name for a in tray.attachments()] == ["main.py"]
+
+
+def test_the_counter_gets_one_text_at_a_time(loop: Loop, tmp_path: Path) -> None:
+    # Files are read two at a time, but a tokenizer is not to be entered from two threads.
+    guard = threading.Lock()
+    active, most = 0, 0
+
+    def count(text: str) -> int:
+        nonlocal active, most
+        with guard:
+            active += 1
+            most = max(most, active)
+        time.sleep(0.02)
+        with guard:
+            active -= 1
+        return 1
+
+    reader = AttachmentReader(count)
+    signals = Signals(reader)
+    paths = []
+    for n in range(6):
+        (tmp_path / f"{n}.txt").write_text(f"file {n}")
+        paths.append(tmp_path / f"{n}.txt")
+    try:
+        reader.read(paths)
+        run_until(loop, lambda: signals.ended() == 6)
+    finally:
+        loop.run_until_complete(reader.close())
+    assert len(signals.ready) == 6
+    assert most == 1

@@ -108,6 +108,7 @@ class AttachmentReader(QObject):
         )
         self._readings: dict[str, _Reading] = {}
         self._closed = False
+        self._counting = threading.Lock()
 
     @property
     def reading(self) -> list[str]:
@@ -239,7 +240,7 @@ class AttachmentReader(QObject):
         def count(text: str) -> int:  # on the reader's thread
             if reading.cancelled.is_set():
                 raise ReadingCancelledError(name)
-            counted = self.count_tokens(text)
+            counted = self._count_tokens(text)
             if counted is None:
                 raise DocumentError(NO_MODEL_TO_CUT, name=name)
             return counted
@@ -255,6 +256,11 @@ class AttachmentReader(QObject):
         else:
             self._emit_ready(reading, cut)
 
+    def _count_tokens(self, text: str) -> int | None:
+        # Two files are read at once, but the counter (a tokenizer) gets one text at a time.
+        with self._counting:
+            return self.count_tokens(text)
+
     def _count(self, document: Document, reading: _Reading) -> int | None:
         """The attachment's cost in the prompt, counted a piece at a time (reader's thread)."""
         text = fenced_for_prompt(document)
@@ -262,7 +268,7 @@ class AttachmentReader(QObject):
         for piece in _pieces(text, COUNT_CHUNK_CHARS):
             if reading.cancelled.is_set():
                 raise ReadingCancelledError(document.name)
-            counted = self.count_tokens(piece)
+            counted = self._count_tokens(piece)
             if counted is None:
                 return None
             total += counted
