@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import html
+import itertools
+import json
 import random
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from app.store.conversation import Conversation
 from app.store.thinking import ThinkSplitter, strip_thinking
+from app.ui import markdown
 from app.ui.markdown import (
     SEGMENT_LINES,
     Block,
     MarkdownStream,
+    join_segments,
     make_parser,
     render_blocks,
 )
@@ -273,3 +286,334 @@ def test_the_fire_hose_text_keeps_a_small_open_tail() -> None:
     blocks, longest = stream_all(text, piece=80)
     assert longest <= SEGMENT_LINES + 10
     assert "".join(b.source for b in blocks) == text
+
+
+# -- whatever the shape: nothing lost, streamed equals whole, bounded work per update ----------
+
+SPEC = json.loads((Path(__file__).parent / "data" / "commonmark_spec.json").read_text("utf-8"))
+
+
+def stream_final(text: str, sizes: Iterator[int], md: MarkdownIt | None = None) -> list[Block]:
+    """Feed ``text`` in pieces of the given sizes; returns what the view shows at the end."""
+    stream = MarkdownStream(md)
+    shown: list[Block] = []
+    i = 0
+    while i < len(text):
+        n = next(sizes)
+        update = stream.feed(text[i : i + n])
+        i += n
+        shown = shown[: stream.closed_count - len(update.closed)] + update.closed + update.open
+    end = stream.finish()
+    assert end.open == []
+    return shown[: stream.closed_count - len(end.closed)] + end.closed
+
+
+def piece_sizes(text: str, how: str, seed: int = 0) -> Iterator[int]:
+    if how == "chars":
+        return itertools.repeat(1)
+    if how == "lines":
+        return itertools.chain((len(line) for line in text.splitlines(keepends=True)), [1])
+    rng = random.Random(seed)
+    return iter(lambda: rng.randint(1, 9), None)
+
+
+def assert_streams_as_whole(text: str, hows: Sequence[str] = ("chars", "random", "lines")) -> None:
+    whole = render_blocks(text)
+    for how in hows:
+        final = stream_final(text, piece_sizes(text, how, seed=len(text)))
+        assert join_segments(final) == whole, how
+
+
+@pytest.mark.parametrize("how", ["chars", "random", "lines"])
+def test_every_commonmark_spec_example_streams_as_the_whole(how: str) -> None:
+    failures = []
+    for example in SPEC:
+        text = example["markdown"]
+        final = stream_final(text, piece_sizes(text, how, seed=example["example"]))
+        if join_segments(final) != render_blocks(text):
+            failures.append(example["example"])
+    assert failures == []
+
+
+def lines_of(n: int, template: str = "Line {i} of a long paragraph that keeps going.") -> str:
+    return "".join(template.format(i=i) + "\n" for i in range(n))
+
+
+REALISTIC = {
+    "a definition after its use": (
+        "See [foo] and [bar][] here.\n\nMore text.\n\n[foo]: https://a.example\n"
+        "[bar]: https://b.example 'B'\n"
+    ),
+    "a second paragraph using an earlier definition": (
+        "[foo]: https://x.example\n\nFirst paragraph.\n\nThe second uses [foo].\n"
+    ),
+    "a definition at the very end, after a long paragraph using it": (
+        lines_of(100, "Line {i} cites [note] here.") + "\n[note]: https://n.example\n"
+    ),
+    "a definition after a long list using it": (
+        "".join(f"- item [ref{i % 3}]\n" for i in range(100)) + "\n[ref1]: /one\n"
+    ),
+    "a long paragraph then a setext underline": lines_of(60) + "---\n\nAfter.\n",
+    "a long paragraph then an = underline": lines_of(60) + "===\n",
+    "emphasis across a segment cut": (
+        lines_of(45) + "*start of emphasis\n" + lines_of(10) + "end* of it\n" + lines_of(50)
+    ),
+    "a code span across a segment cut": (
+        lines_of(45) + "`start of code\n" + lines_of(10) + "end` of it\n" + lines_of(50)
+    ),
+    "a link across a segment cut": (
+        lines_of(45) + "[a link\n" + lines_of(10) + "end](https://x.example) ok\n" + lines_of(50)
+    ),
+    "a long paragraph then a table": lines_of(60) + "a | b\n--|--\n1 | 2\n",
+    "a tight list that turns loose late": (
+        "".join(f"- item {i}\n" for i in range(120)) + "\n- loose one\n- more\n\nEnd.\n"
+    ),
+    "a loose list": "".join(f"- item {i}\n\n" for i in range(120)) + "End.\n",
+    "an ordered list numbered 1. 1. 1.": "".join(f"1. step {i}\n" for i in range(150)),
+    "an ordered list from 3)": "".join(f"{i + 3}) step {i}\n" for i in range(150)) + "\nEnd.\n",
+    "a table": (
+        "| a | b |\n|---|--:|\n" + "".join(f"| r{i} | {i} |\n" for i in range(200)) + "\nafter\n"
+    ),
+    "a table with short rows": (
+        "| a | b | c |\n|---|---|---|\n" + "".join(f"| r{i} |\n" for i in range(200))
+    ),
+    "a long code block": "```py\n" + "".join(f"x = {i}\n" for i in range(300)) + "```\nafter\n",
+    "a long line of prose": " ".join(f"word{i} *em{i}* `c{i}`," for i in range(700)),
+    "a long line with a table-like end": "a " * 1500 + "| x | y |\n|---|---|\n| 1 | 2 |\n",
+}
+
+
+@pytest.mark.parametrize("name", list(REALISTIC))
+def test_realistic_replies_stream_as_the_whole(name: str) -> None:
+    assert_streams_as_whole(REALISTIC[name], ("random", "lines"))
+
+
+def test_a_late_definition_turns_earlier_brackets_into_links() -> None:
+    final = stream_final(REALISTIC["a definition after its use"], itertools.repeat(3))
+    assert '<a href="https://a.example">foo</a>' in final[0].html
+    assert '<a href="https://b.example" title="B">bar</a>' in final[0].html
+
+
+def test_a_long_paragraph_shown_in_segments_becomes_one_heading() -> None:
+    text = REALISTIC["a long paragraph then a setext underline"]
+    stream = MarkdownStream()
+    shown_segments = 0
+    for i in range(0, len(text) - 20, 7):
+        update = stream.feed(text[i : i + 7])
+        shown_segments = max(shown_segments, sum(b.continued for b in update.open))
+    assert shown_segments > 0  # it was shown in segments while it streamed
+    final = stream_final(text, itertools.repeat(7))
+    assert final[0].html.startswith("<h2>Line 0")
+    assert final[0].html.endswith("keeps going.</h2>\n")
+    assert final == render_blocks(text)
+
+
+def test_later_list_segments_keep_the_numbering_and_looseness_of_the_list() -> None:
+    text = "".join(f"1. step {i}\n" for i in range(200))
+    stream = MarkdownStream()
+    opened: list[Block] = []
+    for i in range(0, len(text), 11):
+        opened = stream.feed(text[i : i + 11]).open
+    assert len(opened) > 2, "a long list is shown in segments"
+    assert opened[0].html.startswith("<ol>\n")
+    items_before = 0
+    for block in opened:
+        if block.part:
+            # "1." each time, as models write: the segment still counts on from the last one.
+            assert block.html.startswith(f'<ol start="{items_before + 1}">\n')
+        items_before += block.source.count("\n")
+    # Tight: no paragraphs inside items, in the segments as in the whole.
+    assert all("<p>" not in b.html for b in opened)
+
+
+def test_a_list_that_turns_loose_renders_every_segment_loose() -> None:
+    text = REALISTIC["a tight list that turns loose late"]
+    final = stream_final(text, itertools.repeat(13))
+    items = [b for b in final if "<li>" in b.html]
+    assert len(items) > 2
+    assert all("<li>\n<p>" in b.html for b in items)
+
+
+def nesting_outline(depth: int) -> str:
+    return "".join("  " * d + f"- level {d}\n" for d in range(depth))
+
+
+def visible_text(blocks: Sequence[Block]) -> str:
+    """What a reader sees: the HTML's text, tags dropped and entities decoded."""
+    text = "".join(b.html if b.kind == "text" else b.code for b in blocks)
+    return html.unescape(re.sub(r"<[^>]*>", "", text)).replace("\xa0", " ")
+
+
+@pytest.mark.parametrize("depth", [12, 25, 60])
+def test_an_outline_nested_deeper_than_the_parser_goes_loses_nothing(depth: int) -> None:
+    text = nesting_outline(depth) + "\nThe paragraph after.\n"
+    blocks = render_blocks(text)
+    seen = visible_text(blocks)
+    for d in range(depth):
+        assert f"level {d}" in seen
+    assert blocks[-1].html == "<p>The paragraph after.</p>\n"
+    assert_streams_as_whole(text, ("random",))
+
+
+def test_thousands_of_nested_quotes_lose_nothing() -> None:
+    text = ">" * 5000 + "x\n\nafter\n"
+    blocks = render_blocks(text)
+    seen = visible_text(blocks)
+    assert "x" in seen
+    assert seen.count(">") > 4900
+    assert blocks[-1].html == "<p>after</p>\n"
+    assert_streams_as_whole(text, ("random",))
+
+
+def test_a_list_of_50000_increasing_indents_loses_nothing() -> None:
+    text = "".join(" " * (2 * (i % 40)) + f"- item {i}\n" for i in range(50_000))
+    seen = visible_text(render_blocks(text))
+    assert sorted(int(n) for n in re.findall(r"item (\d+)", seen)) == list(range(50_000))
+
+
+def test_an_increasing_indent_staircase_streams_as_the_whole() -> None:
+    text = "".join(" " * (i % 200) + f"- step {i}\n" for i in range(600)) + "\nEnd.\n"
+    assert "step 599" in visible_text(render_blocks(text))
+    assert_streams_as_whole(text, ("random",))
+
+
+def counting_parser() -> tuple[MarkdownIt, list[int]]:
+    """A parser that records how many characters each parse covered."""
+    md = make_parser()
+    sizes: list[int] = []
+    parse = md.parse
+
+    def counted(src: str, env: Any = None) -> list[Token]:
+        sizes.append(len(src))
+        return parse(src, env)
+
+    md.parse = counted  # type: ignore[method-assign]
+    return md, sizes
+
+
+HOSTILE = {
+    "a list of 5,000 items": "".join(f"- item {i}: a few words about it\n" for i in range(5000)),
+    "a table of 2,000 rows": "| name | value |\n| --- | ---: |\n"
+    + "".join(f"| row {i} | {i * 7} |\n" for i in range(2000)),
+    "a line of 100,000 characters": "".join(
+        f"Sentence {i} has *emphasis*, a `span`, words - and: more! " for i in range(2000)
+    )[:100_000],
+    "20,000 alternating delimiters": "*a" * 20_000,
+    "10,000 unmatched brackets": "[" * 10_000,
+    "a long ordinary reply": "".join(
+        f"## Part {i}\n\nSome **bold** and `code` in a [link](https://x.example/{i}).\n\n"
+        f"- one\n- two\n\n```py\nx = {i}\n```\n\n"
+        for i in range(300)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_the_work_of_an_update_does_not_grow_with_the_block(name: str) -> None:
+    text = HOSTILE[name]
+    md, sizes = counting_parser()
+    stream = MarkdownStream(md)
+    per_update = []
+    for i in range(0, len(text), 60):
+        before = len(sizes)
+        stream.feed(text[i : i + 60])
+        per_update.append(sum(sizes[before:]))
+        assert len(stream.tail) < 20_000 or stream._overflow is not None
+    before = len(sizes)
+    closed = stream.finish().closed
+    # Every update parses a bounded amount of text, however far into the block it is...
+    assert max(per_update) < 12_000
+    # ...and the whole reply is parsed a bounded number of times over, not once per update.
+    assert sum(per_update) < 40 * len(text)
+    assert sum(sizes[before:]) <= len(text) + 1
+    del closed
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_shapes_stream_as_the_whole_and_lose_nothing(name: str) -> None:
+    text = HOSTILE[name]
+    final = stream_final(text, itertools.repeat(60))
+    assert join_segments(final) == render_blocks(text)
+
+
+def test_a_run_too_long_to_parse_is_shown_as_written() -> None:
+    (block,) = render_blocks("*a" * 20_000)
+    assert visible_text([block]).strip() == "*a" * 20_000
+    (block,) = render_blocks("[" * 10_000 + "](x)")
+    assert visible_text([block]).strip() == "[" * 10_000 + "](x)"
+    # Short runs are Markdown as ever.
+    (block,) = render_blocks("*a*" + " [b](https://x.example)")
+    assert "<em>a</em>" in block.html
+    assert '<a href="https://x.example">' in block.html
+
+
+def test_an_overflowing_block_is_plain_text_until_it_ends() -> None:
+    stream = MarkdownStream()
+    opened: list[Block] = []
+    for i in range(0, 6000, 50):
+        opened = stream.feed(("[" * 6000)[i : i + 50]).open
+    assert "[" * 100 in visible_text(opened)  # shown as written while it streams
+    update = stream.feed("\n\nNext paragraph.\n\nAnd one more")
+    assert any("Next paragraph." in b.html for b in update.closed + update.open)
+    assert_streams_as_whole("[" * 6000 + "\n\nNext paragraph.\n\nAnd one more", ("random",))
+
+
+def test_join_segments_rebuilds_the_whole_blocks() -> None:
+    text = lines_of(200) + "\n" + "".join(f"- item {i}\n" for i in range(200))
+    final = stream_final(text, itertools.repeat(17))
+    assert len(final) > len(render_blocks(text))  # shown in segments
+    assert join_segments(final) == render_blocks(text)
+
+
+_FRAGMENTS = [
+    "word",
+    "other words",
+    " ",
+    "\n",
+    "\n",
+    "\n\n",
+    "*",
+    "**",
+    "_",
+    "`",
+    "[",
+    "]",
+    "(x)",
+    "[a]",
+    "[a]: /u\n",
+    "- ",
+    "1. ",
+    "2) ",
+    "> ",
+    "# ",
+    "---\n",
+    "===\n",
+    "| a | b |\n",
+    "|---|---|\n",
+    "    ",
+    "```\n",
+    "~~",
+    "\\",
+    "<http://x>",
+    "&amp;",
+    "x  \n",
+    "\t",
+    "![i](s)",
+    "  - ",
+]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    pieces=st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=80),
+    cuts=st.lists(st.integers(1, 8), min_size=1, max_size=20),
+)
+def test_any_text_in_any_pieces_ends_as_the_whole(pieces: list[str], cuts: list[int]) -> None:
+    text = "".join(pieces)
+    # Tiny thresholds, so that segments and plain-text overflow happen in short texts.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(markdown, "SEGMENT_LINES", 3)
+        mp.setattr(markdown, "SEGMENT_COST", 30.0)
+        mp.setattr(markdown, "OVERFLOW_COST", 90.0)
+        final = stream_final(text, itertools.cycle(cuts))
+    assert join_segments(final) == render_blocks(text)
