@@ -667,3 +667,22 @@ def test_the_counter_gets_one_text_at_a_time(loop: Loop, tmp_path: Path) -> None
         loop.run_until_complete(reader.close())
     assert len(signals.ready) == 6
     assert most == 1
+
+
+def test_a_closed_reader_starts_nothing(loop: Loop, tmp_path: Path) -> None:
+    reader = AttachmentReader(lambda text: 1)
+    signals = Signals(reader)
+    loop.run_until_complete(reader.close())
+    (tmp_path / "a.txt").write_text("x")
+    assert reader.read([tmp_path / "a.txt"]) == []
+    assert signals.started == []
+
+
+def test_a_name_being_read_is_taken(reader: AttachmentReader, loop: Loop, tmp_path: Path) -> None:
+    signals = Signals(reader)
+    (tmp_path / "a.txt").write_text("x")
+    first = reader.read([tmp_path / "a.txt"])
+    second = reader.read([tmp_path / "a.txt"])  # dropped twice before the first is read
+    assert (first, second) == (["a.txt"], ["a.txt (2)"])
+    run_until(loop, lambda: signals.ended() == 2)
+    assert sorted(item.name for item, _ in signals.ready) == ["a.txt", "a.txt (2)"]

@@ -123,8 +123,10 @@ class AttachmentReader(QObject):
             taken: names already in use (the attachments the prompt has already).
         """
         names: list[str] = []
+        if self._closed:
+            return names
         for path in paths:
-            name = self._free_name(path.name or str(path), {*taken, *names})
+            name = self._free_name(path.name or str(path), {*taken, *self._readings, *names})
             names.append(name)
             self._start(name, functools.partial(self._read_one, path, name))
             self.started.emit(name, str(path))
