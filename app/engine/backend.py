@@ -39,6 +39,11 @@ class EngineOptions:
         prefill_chunk_seconds: how long one chunk of prompt processing should take (chunks
             are sized from the measured rate), so that progress is reported at least that
             often; 0 processes ``n_batch`` tokens per call, as llama-cpp-python does.
+        reuse_reply_tokens: keep a reply's tokens in the KV cache for the next prompt, so a
+            follow-up does not process the reply again. Off by default: llama.cpp computes
+            a token on its own (as while replying) slightly differently from the same token
+            within a batch of the prompt, so the next reply could differ from the one a
+            fresh context gives; off, every reuse and restore is exact.
     """
 
     n_ctx: int = defaults.N_CTX
@@ -47,7 +52,8 @@ class EngineOptions:
     cache_ram_mb: int = defaults.CACHE_RAM_MB
     cache_disk_mb: int = defaults.CACHE_DISK_MB
     cache_dir: Path | None = None
-    prefill_chunk_seconds: float = 0.25
+    prefill_chunk_seconds: float = 0.4
+    reuse_reply_tokens: bool = False
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,8 @@ class StopStrings:
 
     def feed(self, text: str) -> str:
         """The part of ``text`` (after what was held back) that is safe to show now."""
+        if self.hit:
+            return ""
         pending = self._held + text if self._held else text
         if not any(c in pending for c in self._firsts):
             self._held = ""

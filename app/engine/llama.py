@@ -289,8 +289,9 @@ class LlamaBackend:
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
         code = sequence.prefill(prompt, report, self._options.prefill_chunk_seconds)
-        report.prefill_ended_at = time.perf_counter()
-        if code != 0:
+        if code == 0:
+            report.prefill_ended_at = time.perf_counter()
+        else:
             self._keep(conversation)
             if code == DECODE_ABORTED and stop.is_set():
                 return
@@ -318,6 +319,10 @@ class LlamaBackend:
         finally:
             if not sequence.in_step():
                 sequence.clear()
+            elif not self._options.reuse_reply_tokens:
+                # Computed one by one, the reply's tokens are not exactly what processing
+                # them within the next prompt gives: that prompt processes them again.
+                sequence.trim(generated_from)
             elif sequence.rate:
                 # What processing the reply's tokens as part of the next prompt would cost.
                 sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
@@ -344,23 +349,27 @@ class LlamaBackend:
         """
         sequence = self._sequence
         cache = self._cache
-        held = sequence.tokens
         if not sequence.in_step():
             sequence.clear()
-        # The last prompt token is always processed again: its logits choose the first token.
-        reuse = min(common_prefix(held, prompt), len(prompt) - 1)
+        held = sequence.tokens
+        # The last prompt token is always processed again, for its logits, and with the one
+        # before it: a token computed alone comes out slightly different (see prefill).
+        reuse = max(0, min(common_prefix(held, prompt), len(prompt) - 2))
         switching = sequence.conversation is not None and sequence.conversation != conversation
         # Keep what is about to be lost: another conversation's prompt, or this one's branch
         # (a regenerated reply, an edited prompt) when a good part of it would go.
         if cache is not None and held and (switching or len(held) - reuse >= _KEEP_DISCARDED):
             self._keep(sequence.conversation or conversation)
-        if cache is not None and conversation and (switching or reuse < len(held)):
-            hit = cache.lookup(conversation, prompt)
+        continuing = sequence.conversation == conversation and reuse == len(held)
+        if cache is not None and conversation and not continuing:
+            hit = cache.lookup(conversation, prompt, longer_than=reuse)
             if hit is not None:
-                usable = min(common_prefix(hit.tokens, prompt), len(prompt) - 1)
+                usable = min(common_prefix(hit.tokens, prompt), len(prompt) - 2)
                 if usable > reuse:
                     if sequence.restore(hit.tokens, usable, hit.saved_seconds, hit.state):
                         sequence.conversation = conversation
+                        report.prefix_source = hit.source
+                        report.saved_seconds = hit.saved_seconds
                         log.debug("Prompt cache: %d tokens from %s", usable, hit.source)
                         return usable
                     log.warning("Prompt cache: llama.cpp refused a saved state; processing")
@@ -369,11 +378,16 @@ class LlamaBackend:
             # The oldest turns were left out: shift the kept ones down over them.
             shifted = sequence.shift_for(prompt)
             if shifted:
-                sequence.trim(min(shifted, len(prompt) - 1))
+                sequence.trim(min(shifted, len(prompt) - 2))
                 sequence.conversation = conversation
+                report.prefix_source = "shift"
+                report.saved_seconds = sequence.seconds
                 return len(sequence.tokens)
         sequence.trim(reuse)
         sequence.conversation = conversation
+        if sequence.tokens:
+            report.prefix_source = "kept"
+            report.saved_seconds = sequence.seconds
         return len(sequence.tokens)
 
     def _keep(self, conversation: str | None, *, at_end: bool = False) -> None:

@@ -22,12 +22,14 @@ from app.trace import TRACE
 MIN_CHUNK = 8
 """The smallest prompt chunk: below this, llama_decode's fixed cost per call starts to show."""
 
-FIRST_CHUNK = 32
+FIRST_CHUNK = 16
 """The first chunk's size while the prompt processing rate is not yet known."""
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading token ids ``a`` and ``b`` share (slices compare in C)."""
+    if type(a) is not type(b):  # a list never equals a tuple
+        a, b = list(a), list(b)
     high = min(len(a), len(b))
     if a[:high] == b[:high]:
         return high
@@ -196,7 +198,13 @@ class KvSequence:
         else:
             chunk = n_batch
         while done < total:
-            n = max(1, min(chunk, total - done))
+            n = max(2, min(chunk, total - done))
+            if total - done - n == 1:
+                # Never a chunk of one token: llama.cpp computes a token alone slightly
+                # differently from the same token within a batch (its matrix-vector path),
+                # which would make the reply differ from processing the prompt whole.
+                n += 1 if n < n_batch else -1
+            n = min(n, total - done)
             part = prompt[done : done + n]
             # The batch points into this array: it must live until llama_decode returns.
             ids = (token_array * n)(*part)
