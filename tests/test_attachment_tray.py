@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QMimeData, Qt, QUrl
+from PySide6.QtCore import QMimeData, Qt, QTranslator, QUrl
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QPlainTextEdit, QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
@@ -686,3 +687,42 @@ def test_a_name_being_read_is_taken(reader: AttachmentReader, loop: Loop, tmp_pa
     assert (first, second) == (["a.txt"], ["a.txt (2)"])
     run_until(loop, lambda: signals.ended() == 2)
     assert sorted(item.name for item, _ in signals.ready) == ["a.txt", "a.txt (2)"]
+
+
+class Shouting(QTranslator):
+    """A translation into capitals, for the tray's and chips' words only."""
+
+    def translate(
+        self, context: str, source: str, disambiguation: str | None = None, n: int = -1
+    ) -> str:
+        shouted = source
+        if context in ("AttachmentTray", "AttachmentChip"):
+            shouted = re.sub(r"(^|\})([^{]*)", lambda m: m.group(1) + m.group(2).upper(), source)
+        # PySide's tr() asks again with each base class's name while the answer equals the
+        # source, and reads the very object it passed in, handed back, as no translation: so
+        # every context gets an answer, and always a new string.
+        return shouted.encode().decode()
+
+    def isEmpty(self) -> bool:
+        return False  # an empty translator is skipped
+
+
+def test_the_chips_follow_a_change_of_language(
+    form: Form, qtbot: QtBot, qapp: QApplication
+) -> None:
+    tray = form.tray
+    tray.set_room(5000)
+    ready(tray, attachment("notes.txt", 2300), 19.0)
+    chip = tray.chip("notes.txt")
+    assert chip is not None
+    translator = Shouting()
+    qapp.installTranslator(translator)
+    try:
+        qtbot.waitUntil(lambda: chip.remove_button.accessibleName() == "REMOVE notes.txt")
+        qtbot.waitUntil(lambda: "ABOUT 19 S TO READ" in chip.summary.text())
+        assert chip.summary.text() == "notes.txt · 12 KB · 2,300 TOKENS, ABOUT 19 S TO READ"
+        assert tray.total.text() == "2,300 OF 5,000 TOKENS LEFT IN THE CONTEXT, ABOUT 19 S TO READ"
+    finally:
+        qapp.removeTranslator(translator)
+    qtbot.waitUntil(lambda: chip.remove_button.accessibleName() == "Remove notes.txt")
+    assert chip.summary.text() == "notes.txt · 12 KB · 2,300 tokens, about 19 s to read"

@@ -405,6 +405,22 @@ def test_a_file_over_the_limit_says_its_size_and_the_limit(tmp_path: Path) -> No
     assert read_document(big, max_bytes=3 * 2**20).size == 2_250_000
 
 
+def test_a_file_of_hundreds_of_megabytes_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    huge = tmp_path / "dump.sql"
+    with huge.open("wb") as file:
+        file.truncate(300 * 2**20)  # sparse: takes no room on the disk
+
+    def never(*args: object, **kwargs: object) -> int:
+        raise AssertionError("opened a file it had to refuse")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(documents.os, "open", never)
+        sentence = refusal(huge)
+    assert sentence == "dump.sql is 300 MB, larger than the 64 MB an attachment may be."
+
+
 def test_a_file_that_grew_past_the_limit_while_read_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
