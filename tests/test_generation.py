@@ -102,7 +102,7 @@ def test_sampler_chain_is_rebuilt_only_when_the_settings_change() -> None:
 
 @pytest.fixture(scope="module")
 def backend(model_path: Path) -> Iterator[LlamaBackend]:
-    opened = open_llama(model_path, EngineOptions(n_threads=2, cache_ram_mb=0))
+    opened = open_llama(model_path, EngineOptions(n_threads=1, cache_ram_mb=0))
     yield opened
     opened.close()
 
@@ -111,7 +111,7 @@ def backend(model_path: Path) -> Iterator[LlamaBackend]:
 def reference(model_path: Path) -> Iterator[llama_cpp.Llama]:
     """llama-cpp-python's own high-level API on the same model, for the same answers."""
     llm = llama_cpp.Llama(
-        model_path=str(model_path), n_ctx=4096, n_threads=2, n_threads_batch=2, verbose=False
+        model_path=str(model_path), n_ctx=4096, n_threads=1, n_threads_batch=1, verbose=False
     )
     yield llm
     llm.close()
