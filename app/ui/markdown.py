@@ -63,10 +63,10 @@ BlockKind = Literal["text", "code"]
 SEGMENT_LINES = 32
 """A growing paragraph, code block, list or table with this many finished lines is segmented."""
 
-SEGMENT_COST = 400.0
+SEGMENT_COST = 350.0
 """Estimated parse cost (µs, see :func:`_cost`) of the open tail at which it is segmented."""
 
-OVERFLOW_COST = 1200.0
+OVERFLOW_COST = 1000.0
 """Estimated parse cost (µs) past which an open block that cannot be segmented shows plain text."""
 
 LONG_RUN = 1000
@@ -400,6 +400,7 @@ def _cost(text: str) -> float:
     return (
         len(text) / 40
         + 2.5 * len(_SPECIAL.findall(text))
+        + 2.5 * (text.count("*") + text.count("_") + text.count("~"))
         + 6.0 * text.count("[")
         + 10.0 * text.count("\n")
     )
