@@ -6,6 +6,7 @@ whole prompt on a fresh context (issue 11, "Correct").
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.prompt_cache import ModelIdentity, PromptCache
+from app.trace import TRACE
 
 pytestmark = pytest.mark.model
 
@@ -288,3 +290,44 @@ def test_oldest_turns_left_out_are_shifted_not_processed_again(backend: LlamaBac
     assert llama_cpp.llama_memory_seq_pos_max(memory, 0) + 1 == len(backend.sequence.tokens)
     # Not bit-identical to processing ``kept`` afresh: the kept turns were computed while the
     # dropped ones were there (which is what every context shift trades for the time).
+
+
+def test_trace_has_a_span_per_prompt_chunk_and_per_token(
+    backend: LlamaBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "trace.json"
+    TRACE.start(path)
+    try:
+        report = RecordingReport()
+        reply(backend, conversation_a(), "a", report=report)
+    finally:
+        TRACE.stop()
+    events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+    names = [event["name"] for event in events if event.get("ph") == "X"]
+    assert names.count("prefill chunk") == len(report.progress) - 1
+    assert names.count("decode token") == report.pieces - 1  # the last token is not decoded
+
+
+def test_regenerating_the_same_prompt_gives_the_same_reply(
+    backend: LlamaBackend, fresh: LlamaBackend
+) -> None:
+    first, _ = reply(backend, conversation_a(), "a")
+    again, report = reply(backend, conversation_a(), "a")  # Regenerate: the same prompt
+    assert (report.prefix_source, report.prompt_tokens - report.cached_tokens) == ("kept", 2)
+    assert again == first == fresh_reply(fresh, conversation_a())
+
+
+def test_each_follow_up_of_a_chat_equals_fresh_processing(
+    backend: LlamaBackend, fresh: LlamaBackend
+) -> None:
+    # Kept in the KV cache, the reply's tokens (computed one at a time while replying) made
+    # two of these three follow-ups differ from a fresh context: the engine processes a
+    # reply again as part of the next prompt (EngineOptions.reuse_reply_tokens is off).
+    history: list[ChatMessage] = [SYSTEM, {"role": "user", "content": "Tell me about boats."}]
+    settings = GenerationSettings(temperature=0.0, max_tokens=40)
+    for question in ["Why?", "And rivers?", "Shorter please."]:
+        text, report = reply(backend, history, "boats", settings=settings)
+        fresh.sequence.clear()
+        assert text == reply(fresh, history, settings=settings)[0]
+        history = follow_up(history, text, question)
+    assert report.cached_tokens > 60
