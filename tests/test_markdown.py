@@ -627,3 +627,15 @@ def test_any_text_in_any_pieces_ends_as_the_whole(pieces: list[str], cuts: list[
         mp.setattr(markdown, "OVERFLOW_COST", 90.0)
         final = stream_final(text, itertools.cycle(cuts))
     assert join_segments(final) == render_blocks(text)
+
+
+def test_paragraphs_that_start_with_a_bracket_do_not_pile_up_in_the_tail() -> None:
+    # "[1]: …" could be a link reference definition until its line ends as something else.
+    text = "".join(f"[{i}]: not a definition, {i}.\n\n" for i in range(400))
+    stream = MarkdownStream()
+    longest = 0
+    for i in range(0, len(text), 60):
+        stream.feed(text[i : i + 60])
+        longest = max(longest, stream.tail.count("\n"))
+    assert longest <= 6
+    assert_streams_as_whole(text, ("random",))

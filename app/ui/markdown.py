@@ -578,7 +578,8 @@ class MarkdownStream:
         if not final:
             for i in range(len(groups) - 1, 0, -1):
                 start = _start(groups[i])
-                if start < complete and not _maybe_definition(groups[i], lines[start]):
+                last = i == len(groups) - 1
+                if start < complete and not (last and _maybe_definition(groups[i], lines)):
                     cut = i
                     break
         if cut:
@@ -1087,13 +1088,25 @@ def _plain_block(text: str) -> Block:
     return Block("text", html=f"<p>{_plain_lines(text.removesuffix(chr(10)))}</p>\n", source=text)
 
 
-def _maybe_definition(group: list[Token], line: str) -> bool:
-    """Whether the paragraph ``group`` may still turn into a link reference definition.
+def _maybe_definition(group: list[Token], lines: list[str]) -> bool:
+    """Whether the growing paragraph ``group`` may still turn into a link reference definition.
 
     A definition makes no block: its lines belong to the block before it, which therefore
-    cannot be taken as complete yet.
+    cannot be taken as complete yet. Only a short paragraph starting with a label not yet
+    closed, or closed by ``]:``, may; past a few lines this stops waiting (it would only change
+    which block's source the lines count in).
     """
-    return group[0].type == "paragraph_open" and line.lstrip(" ").startswith("[")
+    first = group[0]
+    if first.type != "paragraph_open" or first.map is None:
+        return False
+    start, end = first.map
+    if end - start > 4:
+        return False
+    text = "".join(lines[start:end]).lstrip(" ")
+    if not text.startswith("["):
+        return False
+    label = _LABEL.match(text)
+    return label is None or text[label.end() : label.end() + 1] in (":", "")
 
 
 def _open_fence(group: list[Token], lines: list[str]) -> bool:
