@@ -12,9 +12,10 @@ A block is treated as complete only when the block after it starts on a complete
 line can still change what it is (``2`` becomes a list item once ``.`` arrives and would then
 continue the list above it).
 
-A complete block is not always final. Three things written later can still change it, and the
-stream keeps such blocks among the open ones (rendered once, not parsed again) until they cannot
-change any more, so that the finished reply shows exactly what :func:`render_blocks` shows:
+A complete block is not always final. Two kinds of text written later can still change it, and
+the stream keeps such blocks among the open ones (rendered once, not parsed again) until they
+cannot change any more, so that the finished reply shows exactly what :func:`render_blocks`
+shows (segments joined with :func:`join_segments`):
 
 - a link reference definition (``[foo]: /url``) turns ``[foo]`` anywhere in the reply, before
   or after it, into a link: a block with a bracketed label nobody has defined yet waits for the
@@ -22,7 +23,8 @@ change any more, so that the finished reply shows exactly what :func:`render_blo
 - a setext underline (``---``) turns a whole paragraph into a heading, and a blank line between
   two items turns a whole list loose: the segments of a long paragraph or list (below) wait for
   the end of their block;
-- anything else is final.
+- anything else is final. (At most :data:`HELD_LIMIT` blocks wait; past that the oldest are
+  taken as final, which only an extreme reply could tell apart.)
 
 A block that keeps growing (a long paragraph, code listing, list or table) would be parsed whole
 every update. Its finished part is split off as a segment where the pieces render exactly as the
