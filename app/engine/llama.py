@@ -402,6 +402,10 @@ class LlamaBackend:
             return
         if at_end and sequence.seconds < _DISK_WORTHY_SECONDS:
             return
+        if sequence.shifted:
+            # Shifted KV entries are close to, not exactly, what these tokens give when
+            # processed: the cache only holds states that restore exactly.
+            return
         if not sequence.in_step():
             return
         self._cache.put(
