@@ -11,8 +11,8 @@ The parts: :mod:`~app.bench.plan` (what is measured, how much, the targets),
 engine's (:mod:`~app.bench.prefill`, :mod:`~app.bench.ttft` over
 :mod:`~app.bench.engine_drive`), the baselines (:mod:`~app.bench.loops` for llama-cpp-python,
 :mod:`~app.bench.designs` for the per-piece designs), the server (:mod:`~app.bench.server`),
-the report (:mod:`~app.bench.report`), and :mod:`~app.bench.run` and :mod:`~app.bench.cli`
-that put them together.
+the report (:mod:`~app.bench.report`, and :mod:`~app.bench.chart` for the picture), and
+:mod:`~app.bench.run` and :mod:`~app.bench.cli` that put them together.
 """
 
 from __future__ import annotations
