@@ -1,6 +1,6 @@
 """``python -m app`` launches Floodgate."""
 
-from app.main import main
+from app.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QApplication
 from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
 from app.trace import TRACE
+from app.ui.single_instance import LaunchArguments, SingleInstance
 
 if TYPE_CHECKING:
     from app.flow.archive import Archive
@@ -113,7 +114,10 @@ def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
 
 
 async def run_window(
-    app: QApplication, args: argparse.Namespace, driver: Driver | None = None
+    app: QApplication,
+    args: argparse.Namespace,
+    driver: Driver | None = None,
+    instance: SingleInstance | None = None,
 ) -> None:
     """Show the window and serve it until it is closed, then shut down in order.
 
@@ -121,6 +125,7 @@ async def run_window(
         app: the application.
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
+        instance: this data folder's one Floodgate: later launches hand it their model.
     """
     from app.engine import EngineOptions
     from app.engine.llama import open_llama
@@ -163,6 +168,10 @@ async def run_window(
 
     window.closed.connect(on_closed)
     window.show()
+    if instance is not None:
+        instance.arguments_received.connect(lambda launch: _come_forward(window, launch))
+        if instance.problem is not None:
+            window.view.add_note(say_sentence(instance.problem), error=True)
     if args.trace is not None:
         window.trace_recording.start(args.trace)
     session.open_model(args.model or default_model_path())
@@ -173,6 +182,15 @@ async def run_window(
     window.hide()
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+def _come_forward(window: MainWindow, launch: LaunchArguments) -> None:
+    """Another launch asked for this Floodgate: open its model, and show the window."""
+    if launch.model is not None:
+        window.open_model(launch.model)
+    window.showNormal()
+    window.raise_()
+    window.activateWindow()
 
 
 def _wire_appearance(appearance: Appearance, window: MainWindow) -> None:
@@ -228,17 +246,13 @@ def _exit_now() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int:
-    """Entry point of ``floodgate`` and ``python -m app``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:
-        from app.bench import main as bench_main
+    """Run the app (``floodgate`` without a subcommand; see :mod:`app.cli`).
 
-        return bench_main(argv[1:])
-    if argv[:1] == ["soak"]:
-        from app.soak import main as soak_main
-
-        return soak_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    Args:
+        argv: the command line after the program's name.
+        driver: optional coroutine run alongside the window, acting as the user.
+    """
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.debug:
         logging.basicConfig(
             level=logging.DEBUG, format="%(relativeCreated)8.0f %(name)s: %(message)s"
@@ -248,6 +262,30 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
     app.setApplicationName("Floodgate")
     # The window's close hands shutdown to run_window; Qt must not end the loop under it.
     app.setQuitOnLastWindowClosed(False)
-    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
-        runner.run(run_window(app, args, driver))
+    instance = SingleInstance(data_dir())
+    if not instance.claim():
+        return _hand_over(instance, args)
+    try:
+        with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
+            runner.run(run_window(app, args, driver, instance))
+    finally:
+        instance.release()
     return 0
+
+
+def _hand_over(instance: SingleInstance, args: argparse.Namespace) -> int:
+    """Another Floodgate has this data folder: give it the model to open, or say why not."""
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.flow.words import say_sentence
+
+    model = args.model.absolute() if args.model is not None else None
+    problem = instance.hand_over(LaunchArguments(model=model))
+    if problem is None:
+        return 0  # the running Floodgate opens it and comes forward
+    text = say_sentence(problem)
+    print(text, file=sys.stderr)
+    if QGuiApplication.platformName() not in ("offscreen", "minimal"):
+        QMessageBox.warning(None, "Floodgate", text)
+    return 1

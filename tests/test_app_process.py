@@ -97,3 +97,76 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
     before = max(n for t, n in shown if t <= killed_at - 1.2)
     assert len(reply.content) >= before > 0
     print(f"saved {len(reply.content)} characters; {shown[-1][1]} were on screen at the kill")
+
+
+@pytest.mark.model
+def test_a_second_launch_hands_its_model_to_the_first_and_exits(
+    model_path: Path, floodgate_home: Path, tmp_path: Path
+) -> None:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.second_launch", "--model", str(model_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=HERE.parent,
+    ) as first:
+        try:
+            assert first.stdout is not None
+            assert first.stdout.readline().strip() == "ready"
+            other = tmp_path / "another-name.gguf"
+            other.symlink_to(model_path)
+            second = subprocess.run(
+                [sys.executable, "-m", "app", "--model", str(other)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+                cwd=HERE.parent,
+            )
+            assert second.returncode == 0, second.stderr
+            assert first.stdout.readline().strip() == "opened another-name.gguf"
+            assert first.wait(timeout=60) == 0
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+
+
+def test_a_second_launch_that_cannot_reach_the_first_says_why(
+    floodgate_home: Path, tmp_path: Path
+) -> None:
+    # A lock held by a live process that does not listen: the launch must not hang or start
+    # a second window on the same history; it says why and exits.
+    floodgate_home.mkdir(parents=True)
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from PySide6.QtCore import QLockFile\n"
+            "lock = QLockFile(sys.argv[1]); lock.setStaleLockTime(0)\n"
+            "assert lock.tryLock(0); print('locked', flush=True); time.sleep(60)\n",
+            str(floodgate_home / "floodgate.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "locked"
+            env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
+            second = subprocess.run(
+                [sys.executable, "-m", "app", "--model", str(tmp_path / "x.gguf")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+                cwd=HERE.parent,
+            )
+            assert second.returncode == 1
+            assert "already running" in second.stderr
+        finally:
+            holder.kill()
+            holder.wait()
