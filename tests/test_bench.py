@@ -219,7 +219,9 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
     )
     assert proc.returncode == 0, proc.stderr
-    assert "| throughput.ratio |" in proc.stdout
+    for target in TARGETS:  # every target has its row, and every figure was measured
+        assert f"| {target.path} |" in proc.stdout, target.path
+    assert "not measured" not in proc.stdout
     assert out.with_suffix(".png").stat().st_size > 10_000  # the comparison chart
     doc = json.loads(out.read_text())
     plan = Plan.make(quick=True)
