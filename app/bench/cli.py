@@ -25,11 +25,15 @@ def main(argv: Sequence[str]) -> int:
     """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N] [--trace FILE]``."""
     import app.bench
 
-    parser = argparse.ArgumentParser(prog="floodgate bench", description=app.bench.__doc__)
-    parser.add_argument("--model", type=Path, default=None)
+    # The package's first paragraph says what the bench does; the rest is a map for developers.
+    about = (app.bench.__doc__ or "").split("\n\n")[:2]
+    parser = argparse.ArgumentParser(prog="floodgate bench", description="\n\n".join(about))
+    parser.add_argument("--model", type=Path, default=None, help="a GGUF file (default: bundled)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--quick", action="store_true", help="a short run (checks the shape)")
-    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument(
+        "--threads", type=int, default=default_threads(), help="compute threads (default: half)"
+    )
     parser.add_argument(
         "--trace", type=Path, default=None, help="record the whole run as a flow trace here"
     )
