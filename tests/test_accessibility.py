@@ -16,14 +16,20 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.engine.scripted import ScriptedBackend
 from app.ui import accessibility
 from app.ui.chat_view import ChatView
 from app.ui.code_row import CodeRow
 from app.ui.composer import Composer
 from app.ui.header_row import HeaderRow
+from app.ui.main_window import MainWindow
 from app.ui.rows import TextRow
 from app.ui.sidebar import Sidebar
 from app.ui.theme import contrast, palette
+from tests.conftest import Loop, run_until
+from tests.test_window import scripted_window
+
+__all__ = ["scripted_window"]  # a fixture this module uses
 
 Role = QAccessible.Role
 Text = QAccessible.Text
@@ -268,3 +274,25 @@ def test_focus_and_selection_are_visible_in_both_themes(
         for x in range(image.width())
         for y in range(image.height())
     )
+
+
+def test_in_the_main_window_the_keyboard_reaches_the_messages_and_back(
+    scripted_window: tuple[MainWindow, ScriptedBackend], qtbot: QtBot, loop: Loop
+) -> None:
+    window, _ = scripted_window
+    qtbot.keyClicks(window.composer, "Hello?")
+    qtbot.keyClick(window.composer, Qt.Key.Key_Return)
+    run_until(loop, lambda: not window.session.generating)
+    reply = [r for r in window.view.stack.rows if isinstance(r, HeaderRow)][-1]
+    window.composer.setFocus()
+    qtbot.waitUntil(window.composer.hasFocus)
+    # From the composer, Shift+Tab goes back to the last message (past the window's buttons).
+    for _ in range(6):
+        qtbot.keyClick(focused(), Qt.Key.Key_Backtab)
+        if focused() is reply:
+            break
+    assert focused() is reply
+    qtbot.keyClick(reply, Qt.Key.Key_Up, Qt.KeyboardModifier.ControlModifier)
+    prompt = next(r for r in window.view.stack.rows if isinstance(r, HeaderRow))
+    assert focused() is prompt
+    assert QAccessible.queryAccessibleInterface(prompt).text(Text.Name) == "You"
