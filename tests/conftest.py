@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import time
@@ -30,6 +31,18 @@ def floodgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "floodgate-home"
     monkeypatch.setenv("FLOODGATE_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def collect_on_the_main_thread() -> Iterator[None]:
+    """Free a test's garbage here, on the main thread, when the test ends.
+
+    Otherwise a Qt object a test left behind (a dialog, a timer) may be collected later by
+    whichever thread happens to trigger the garbage collector, such as a test's worker
+    thread, and Qt objects must be destroyed on their own thread.
+    """
+    yield
+    gc.collect()
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ from app.engine.backend import (
     GenerationSettings,
     ModelInfo,
 )
-from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError, Sentence
+from app.engine.errors import ModelLoadError
 from app.engine.stop import StopSignal
 
 __all__ = [
-    "QT_TRANSLATE_NOOP",
     "Backend",
     "BackendOpener",
     "ChatMessage",
@@ -22,6 +21,5 @@ __all__ = [
     "GenerationSettings",
     "ModelInfo",
     "ModelLoadError",
-    "Sentence",
     "StopSignal",
 ]

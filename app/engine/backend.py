@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
 from app import defaults
-from app.engine.errors import Sentence
 from app.engine.prompt_cache import CacheStats
 from app.engine.stop import StopSignal
+from app.roles import Role
+from app.sentence import Sentence
 
-Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["done", "length", "stopped", "error"]
 
 

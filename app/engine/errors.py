@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from app.sentence import CONTEXT, QT_TRANSLATE_NOOP, Sentence
-
-__all__ = ["CONTEXT", "QT_TRANSLATE_NOOP", "ModelLoadError", "Sentence"]
+from app.sentence import Sentence
 
 
 class ModelLoadError(Exception):

@@ -28,7 +28,7 @@ from app.engine.backend import (
     ModelInfo,
 )
 from app.engine.chat_template import ChatTemplate, TemplateError
-from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError, Sentence
+from app.engine.errors import ModelLoadError
 from app.engine.generation import (
     DECODE_ABORTED,
     DecodeFailedError,
@@ -42,6 +42,7 @@ from app.engine.model_file import check_model_file
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
 from app.engine.sequence import KvSequence, common_prefix
 from app.engine.stop import StopSignal
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 log = logging.getLogger(__name__)
 

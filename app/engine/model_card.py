@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError
+from app.engine.errors import ModelLoadError
 from app.engine.model_file import FILE_TIMEOUT_S, check_model_file, within_timeout
+from app.sentence import QT_TRANSLATE_NOOP
 
 log = logging.getLogger(__name__)
 

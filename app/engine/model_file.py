@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from app.engine.errors import QT_TRANSLATE_NOOP, ModelLoadError
+from app.engine.errors import ModelLoadError
+from app.sentence import QT_TRANSLATE_NOOP
 
 GGUF_MAGIC = b"GGUF"
 

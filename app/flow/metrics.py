@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from app.engine import QT_TRANSLATE_NOOP, GenerationReport, Sentence, StopSignal
+from app.engine import GenerationReport, StopSignal
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.trace import TRACE
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication
 
-from app.engine import Sentence
-from app.engine.errors import CONTEXT
+from app.sentence import CONTEXT, Sentence
 
 
 def say_sentence(sentence: Sentence) -> str:

@@ -7,9 +7,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+from app.roles import Role
 from app.store.thinking import strip_thinking
 
-Role = Literal["system", "user", "assistant"]
 Status = Literal["complete", "streaming", "stopped", "length", "error"]
 
 

@@ -6,8 +6,9 @@ import json
 import math
 from typing import Any, NamedTuple, get_args
 
+from app.roles import Role
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
-from app.store.conversation import Conversation, Message, Role, Status, new_id
+from app.store.conversation import Conversation, Message, Status, new_id
 from app.store.text import storable_text
 
 FORMAT = "floodgate-conversation"

@@ -7,8 +7,8 @@ import math
 from PySide6.QtCore import QCoreApplication, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
-from app.engine import QT_TRANSLATE_NOOP
 from app.flow.metrics import FlowMetrics
+from app.sentence import QT_TRANSLATE_NOOP
 from app.ui.timeline import Timeline
 
 ROWS = (

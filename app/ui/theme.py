@@ -11,52 +11,52 @@ from PySide6.QtWidgets import QApplication, QStyleFactory
 ThemeChoice = Literal["system", "light", "dark"]
 THEME_CHOICES: tuple[ThemeChoice, ...] = ("system", "light", "dark")
 
-Role = QPalette.ColorRole
+ColorRole = QPalette.ColorRole
 
 _LIGHT = {
-    Role.Window: "#f3f3f3",
-    Role.WindowText: "#1b1b1b",
-    Role.Base: "#ffffff",
-    Role.AlternateBase: "#eaf0f8",
-    Role.ToolTipBase: "#ffffdc",
-    Role.ToolTipText: "#1b1b1b",
-    Role.PlaceholderText: "#6e6e6e",
-    Role.Text: "#1b1b1b",
-    Role.Button: "#ececec",
-    Role.ButtonText: "#1b1b1b",
-    Role.BrightText: "#d01010",
-    Role.Link: "#0b57d0",
-    Role.LinkVisited: "#6a3ab2",
-    Role.Highlight: "#2f6fd0",
-    Role.HighlightedText: "#ffffff",
-    Role.Light: "#ffffff",
-    Role.Midlight: "#e3e3e3",
-    Role.Mid: "#b8b8b8",
-    Role.Dark: "#9f9f9f",
-    Role.Shadow: "#767676",
+    ColorRole.Window: "#f3f3f3",
+    ColorRole.WindowText: "#1b1b1b",
+    ColorRole.Base: "#ffffff",
+    ColorRole.AlternateBase: "#eaf0f8",
+    ColorRole.ToolTipBase: "#ffffdc",
+    ColorRole.ToolTipText: "#1b1b1b",
+    ColorRole.PlaceholderText: "#6e6e6e",
+    ColorRole.Text: "#1b1b1b",
+    ColorRole.Button: "#ececec",
+    ColorRole.ButtonText: "#1b1b1b",
+    ColorRole.BrightText: "#d01010",
+    ColorRole.Link: "#0b57d0",
+    ColorRole.LinkVisited: "#6a3ab2",
+    ColorRole.Highlight: "#2f6fd0",
+    ColorRole.HighlightedText: "#ffffff",
+    ColorRole.Light: "#ffffff",
+    ColorRole.Midlight: "#e3e3e3",
+    ColorRole.Mid: "#b8b8b8",
+    ColorRole.Dark: "#9f9f9f",
+    ColorRole.Shadow: "#767676",
 }
 
 _DARK = {
-    Role.Window: "#202124",
-    Role.WindowText: "#e8eaed",
-    Role.Base: "#17181a",
-    Role.AlternateBase: "#2a2f38",
-    Role.ToolTipBase: "#303134",
-    Role.ToolTipText: "#e8eaed",
-    Role.PlaceholderText: "#9aa0a6",
-    Role.Text: "#e8eaed",
-    Role.Button: "#2d2e31",
-    Role.ButtonText: "#e8eaed",
-    Role.BrightText: "#ff6b5b",
-    Role.Link: "#8ab4f8",
-    Role.LinkVisited: "#c58af9",
-    Role.Highlight: "#3f73c9",
-    Role.HighlightedText: "#ffffff",
-    Role.Light: "#3c4043",
-    Role.Midlight: "#333539",
-    Role.Mid: "#4a4d52",
-    Role.Dark: "#111214",
-    Role.Shadow: "#000000",
+    ColorRole.Window: "#202124",
+    ColorRole.WindowText: "#e8eaed",
+    ColorRole.Base: "#17181a",
+    ColorRole.AlternateBase: "#2a2f38",
+    ColorRole.ToolTipBase: "#303134",
+    ColorRole.ToolTipText: "#e8eaed",
+    ColorRole.PlaceholderText: "#9aa0a6",
+    ColorRole.Text: "#e8eaed",
+    ColorRole.Button: "#2d2e31",
+    ColorRole.ButtonText: "#e8eaed",
+    ColorRole.BrightText: "#ff6b5b",
+    ColorRole.Link: "#8ab4f8",
+    ColorRole.LinkVisited: "#c58af9",
+    ColorRole.Highlight: "#3f73c9",
+    ColorRole.HighlightedText: "#ffffff",
+    ColorRole.Light: "#3c4043",
+    ColorRole.Midlight: "#333539",
+    ColorRole.Mid: "#4a4d52",
+    ColorRole.Dark: "#111214",
+    ColorRole.Shadow: "#000000",
 }
 
 
@@ -66,7 +66,7 @@ def palette(dark: bool) -> QPalette:
     for role, color in (_DARK if dark else _LIGHT).items():
         result.setColor(role, QColor(color))
     disabled = QColor("#7a7d82" if dark else "#9a9a9a")
-    for role in (Role.WindowText, Role.Text, Role.ButtonText):
+    for role in (ColorRole.WindowText, ColorRole.Text, ColorRole.ButtonText):
         result.setColor(QPalette.ColorGroup.Disabled, role, disabled)
     return result
 

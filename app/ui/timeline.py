@@ -23,7 +23,6 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject, QPointF, Qt, QTime
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.engine.errors import CONTEXT
 from app.flow.metrics import (
     COMPUTATION_ENDED,
     FIRST_TOKEN,
@@ -38,6 +37,7 @@ from app.flow.metrics import (
     FlowSampler,
 )
 from app.flow.words import say_sentence
+from app.sentence import CONTEXT
 
 WINDOW_SECONDS: Final = 30.0
 """How much of the past the timeline shows."""
