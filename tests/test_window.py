@@ -274,3 +274,37 @@ def test_diagnostics_panel_toggles_and_shows_the_flow(
     assert values["queue"].endswith(f"/ {window.session.queue_bound}")
     assert values["tokens"] != "–"  # noqa: RUF001
     assert values["frame"].endswith("ms")
+
+
+def test_prompt_processing_is_shown_in_the_reply_and_the_status_line(
+    qtbot: QtBot, loop: Loop
+) -> None:
+    backend = ScriptedBackend(["Done", "."], rate=100, prefill_seconds=1.5)
+    session = ChatSession(scripted_opener(backend))
+    window = open_window(qtbot, session)
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    window.composer.setPlainText("one two three four five six seven eight")
+    window.send()
+    run_until(loop, lambda: "Reading the conversation" in window.view.toPlainText())
+    assert "Reading the conversation" in window.state_label.text()
+    assert "/ 8 tokens" in window.view.toPlainText()
+    run_until(loop, lambda: not session.generating)
+    text = window.view.toPlainText()
+    assert "Reading the conversation" not in text  # gone once the reply came
+    assert "Done." in text
+    assert "Reading the conversation" not in window.state_label.text()
+
+
+def test_a_prompt_processed_at_once_says_nothing_of_it(qtbot: QtBot, loop: Loop) -> None:
+    backend = ScriptedBackend(["Quick", "."], rate=100, prefill_seconds=0.05)
+    session = ChatSession(scripted_opener(backend))
+    said: list[str] = []
+    session.prompt_progress.connect(said.append)
+    window = open_window(qtbot, session)
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    window.composer.setPlainText("hello there")
+    window.send()
+    run_until(loop, lambda: not session.generating)
+    assert [text for text in said if text] == []

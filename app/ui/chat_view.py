@@ -64,6 +64,7 @@ class ChatView(QScrollArea):
         self.setWidget(self.stack)
         self.theme: Theme = theme_for(self.palette())
         self._reply: ReplyRows | None = None
+        self._progress: TextRow | None = None
         self._pinned = True
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
@@ -109,17 +110,40 @@ class ChatView(QScrollArea):
 
     def append_to_reply(self, text: str) -> None:
         """Append streamed text to the reply in progress."""
+        self.show_progress("")
         if self._reply is None:
             self.begin_reply()
             assert self._reply is not None
         self._reply.append(text)
         self.updates += 1
 
+    def show_progress(self, text: str) -> None:
+        """Say, under the reply's header, how far the model is in reading the prompt.
+
+        Updated in place (a few times a second); an empty ``text`` removes it, which happens
+        before the reply's first text arrives, so it is always the bottom row.
+        """
+        row = self._progress
+        if not text:
+            if row is not None:
+                self._progress = None
+                self.stack.remove_tail([row])
+            return
+        if row is None:
+            row = self._progress = TextRow(self.theme, "note")
+            row.setObjectName("promptProgress")
+            row.set_plain(text)
+            self.stack.append(row)
+        else:
+            row.set_plain(text)
+            self.stack.refresh(row)
+
     def end_reply(self, note: str = "", *, error: bool = False) -> None:
         """Close the reply in progress, with a note under it (for example "Stopped.").
 
         A screen reader is told the reply once, here, never piece by piece.
         """
+        self.show_progress("")
         reply = self._reply
         if reply is not None:
             reply.finish()
@@ -147,6 +171,7 @@ class ChatView(QScrollArea):
     def clear(self) -> None:
         """Remove everything shown."""
         self._reply = None
+        self._progress = None
         self.focus_ring.follow(None)
         self.selection.forget()
         self.messages.forget()

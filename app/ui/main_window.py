@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         session.reply_started.connect(self._on_reply_started)
         session.reply_text.connect(self.view.append_to_reply)
         session.prompt_progress.connect(self._on_prompt_progress)
+        session.prompt_progress.connect(self.view.show_progress)
         session.reply_ended.connect(self._on_reply_ended)
         session.figures_changed.connect(self._on_figures_changed)
         session.saving_failed.connect(self.saving_banner.show_problem)
