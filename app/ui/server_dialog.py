@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -58,6 +58,7 @@ class ServerDialog(QDialog):
         form.addRow(self.tr("API key"), self.key)
         form.addRow(self.tr("Model"), model_row)
         self.problem = QLabel()
+        self.problem.setTextFormat(Qt.TextFormat.PlainText)  # the server's own words
         self.problem.setWordWrap(True)
         self.problem.hide()
         hint = QLabel(
