@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_migrating_a_database_made_with_the_first_schema(tmp_path: Path) -> None
     raw.close()
     db, problem = open_database(path)
     assert problem is None
-    assert db.version == len(MIGRATIONS) == 3
+    assert db.version == len(MIGRATIONS) == 4
     assert db.load("c1").settings == {}  # type: ignore[union-attr]
     loaded = db.load("c1")
     assert loaded is not None
@@ -295,3 +296,168 @@ def test_a_prompt_too_long_on_its_own_is_an_error() -> None:
     with pytest.raises(PromptTooLongError) as raised:
         fit_to_context(turns("word " * 500), words, budget=100)
     assert raised.value.tokens > 100
+
+
+# -- attachments: kept with their prompt, found by search, carried by export and import ---------
+
+
+def notes_attachment(text: str = "The dog is called Biscuit.\n") -> dict[str, object]:
+    return {
+        "name": "notes.txt",
+        "kind": "text",
+        "size": len(text.encode(errors="replace")),
+        "text": text,
+        "tokens": 17,
+        "cut": False,
+        "encoding": "utf-8",
+        "pages": None,
+        "kept_tokens": None,
+        "full_tokens": None,
+    }
+
+
+def conversation_with_attachments() -> Conversation:
+    c = Conversation()
+    report = dict(notes_attachment("Quarterly ```fenced``` report\n"), name="report.pdf")
+    report.update(kind="pdf", pages=3, encoding=None, cut=True, kept_tokens=40, full_tokens=90)
+    c.add("user", "What is the dog called?", attachments=[notes_attachment(), report])
+    c.add("assistant", "Biscuit.")
+    return c
+
+
+def test_attachments_survive_the_file_in_order_with_every_field(
+    tmp_path: Path, db: Database
+) -> None:
+    c = conversation_with_attachments()
+    db.save_all(c)
+    db.close()
+    again, _ = open_database(tmp_path / "history.sqlite3")
+    loaded = again.load(c.id)
+    assert loaded is not None
+    prompt = loaded.messages[0]
+    assert prompt.content == "What is the dog called?"  # Copy copies the question alone
+    assert [a["name"] for a in prompt.attachments] == ["notes.txt", "report.pdf"]
+    assert prompt.attachments == c.messages[0].attachments
+    assert loaded.messages[1].attachments == []
+    # Saving the prompt again replaces its rows rather than adding to them.
+    again.save_messages(c.id, [prompt])
+    rows = sqlite3.connect(tmp_path / "history.sqlite3").execute(
+        "SELECT position, name, kind, size, tokens, cut, pages FROM attachments ORDER BY position"
+    )
+    assert rows.fetchall() == [
+        (0, "notes.txt", "text", 27, 17, 0, None),
+        (1, "report.pdf", "pdf", 30, 17, 1, 3),
+    ]
+
+
+def test_attachment_text_with_lone_surrogates_is_stored_replaced(db: Database) -> None:
+    c = Conversation()
+    c.add("user", "read", attachments=[notes_attachment("bad \ud800 text\n")])
+    db.save_all(c)
+    loaded = db.load(c.id)
+    assert loaded is not None
+    assert loaded.messages[0].attachments[0]["text"] == "bad \ufffd text\n"
+
+
+def test_search_finds_a_word_inside_an_attachment_and_its_name(db: Database) -> None:
+    db.save_all(conversation_with_attachments())
+    plain = Conversation(title="Other")
+    plain.add("user", "nothing attached")
+    db.save_all(plain)
+    assert [s.title for s in db.list_conversations("biscuit")] == ["What is the dog called?"]
+    assert [s.title for s in db.list_conversations("report.pdf")] == ["What is the dog called?"]
+    assert db.list_conversations("quarterly report") == []
+
+
+def test_deleting_a_conversation_for_good_removes_its_attachments(
+    tmp_path: Path, db: Database
+) -> None:
+    c = conversation_with_attachments()
+    db.save_all(c)
+    db.delete(c.id)
+    assert db.purge_deleted(older_than=-1) == 1
+    count = sqlite3.connect(tmp_path / "history.sqlite3").execute(
+        "SELECT count(*) FROM attachments"
+    )
+    assert count.fetchone()[0] == 0
+
+
+def test_migrating_a_real_file_of_the_previous_schema_keeps_everything(tmp_path: Path) -> None:
+    path = tmp_path / "v3.sqlite3"
+    old, _ = open_database(path, backups=False)
+    old.close()
+    # Make it a version-3 file for real: as Floodgate left it before attachments existed.
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("DROP TABLE attachments")
+    raw.execute("PRAGMA user_version = 3")
+    raw.close()
+    before = Conversation(title="Before attachments")
+    before.add("user", "hi")
+    before.add("assistant", "hello")
+    raw_db = Database(sqlite3.connect(path, isolation_level=None), path)
+    assert raw_db.version == 3
+    raw_db._db.execute(
+        "INSERT INTO conversations (id, title, created_at, updated_at, leaf_id)"
+        " VALUES ('c1', 'Before attachments', 1.0, 2.0, 'm2')"
+    )
+    raw_db._db.execute(
+        "INSERT INTO messages (id, conversation_id, parent_id, role, content, status, created_at)"
+        " VALUES ('m1', 'c1', NULL, 'user', 'hi', 'complete', 1.0),"
+        " ('m2', 'c1', 'm1', 'assistant', 'hello', 'complete', 1.5)"
+    )
+    raw_db.close()
+    db, problem = open_database(path, backups=False)
+    assert problem is None
+    assert db.version == 4
+    loaded = db.load("c1")
+    assert loaded is not None
+    assert [(m.content, m.attachments) for m in loaded.messages] == [("hi", []), ("hello", [])]
+    c = conversation_with_attachments()
+    db.save_all(c)
+    assert db.load(c.id).messages[0].attachments[0]["name"] == "notes.txt"  # type: ignore[union-attr]
+
+
+def test_json_export_and_import_carry_attachments() -> None:
+    c = conversation_with_attachments()
+    text = to_json(c)
+    again = from_json(text)
+    assert again.messages[0].attachments == c.messages[0].attachments
+    assert again.messages[0].content == "What is the dog called?"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "image"},
+        {"text": None},
+        {"size": -1},
+        {"tokens": "many"},
+        {"cut": "yes"},
+        {"name": 3},
+    ],
+)
+def test_json_import_refuses_a_bad_attachment_with_a_sentence(change: dict[str, object]) -> None:
+    c = conversation_with_attachments()
+    document = json.loads(to_json(c))
+    document["messages"][0]["attachments"][1].update(change)
+    with pytest.raises(NotAConversationError) as refused:
+        from_json(json.dumps(document))
+    assert "message 1, attachment 2" in str(refused.value)
+
+
+def test_json_import_refuses_attachments_that_are_not_a_list() -> None:
+    document = json.loads(to_json(conversation_with_attachments()))
+    document["messages"][0]["attachments"] = {"name": "x"}
+    with pytest.raises(NotAConversationError, match="attachments"):
+        from_json(json.dumps(document))
+
+
+def test_markdown_export_shows_each_attachment_fenced_before_the_question() -> None:
+    text = to_markdown(conversation_with_attachments())
+    assert (
+        "**Attached: notes.txt** (text, 27 B, 17 tokens)\n\n```\nThe dog is called Biscuit.\n```"
+        in text
+    )
+    # The report holds a run of three backticks: its fence is longer, so nothing inside closes it.
+    assert "**Attached: report.pdf** (pdf, 30 B, 17 tokens, cut)\n\n````\nQuarterly" in text
+    assert text.index("Biscuit.\n```") < text.index("````\n\nWhat is the dog called?\n\n## ")

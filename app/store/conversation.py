@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +34,11 @@ class Message:
         parent_id: the turn this one answers or follows (None for the first).
         model: for a reply, the name of the model that wrote it.
         created_at: seconds since the epoch.
+        attachments: for a prompt, the files attached to it, in order: each the plain data of
+            :meth:`app.engine.documents.Attachment.to_dict` (``name``, ``kind``, ``size``,
+            ``text``, ``tokens``, ``cut``, ``encoding``, ``pages``, ``kept_tokens``,
+            ``full_tokens``). The text itself is kept, not a path that may move. ``content``
+            stays the question alone.
     """
 
     role: Role
@@ -43,6 +49,22 @@ class Message:
     parent_id: str | None = None
     model: str = ""
     created_at: float = field(default_factory=time.time)
+    attachments: list[dict[str, object]] = field(default_factory=list)
+
+
+ATTACHMENT_FIELDS = (
+    "name",
+    "kind",
+    "size",
+    "text",
+    "tokens",
+    "cut",
+    "encoding",
+    "pages",
+    "kept_tokens",
+    "full_tokens",
+)
+"""The keys of an attachment's data, in the order the store keeps them."""
 
 
 TITLE_LENGTH = 60
@@ -93,17 +115,26 @@ class Conversation:
         *,
         parent_id: str | None = None,
         after_leaf: bool = True,
+        attachments: Sequence[dict[str, object]] = (),
     ) -> Message:
         """Add a turn under the leaf (or under ``parent_id``) and make it the leaf."""
         parent = self.leaf_id if after_leaf and parent_id is None else parent_id
         # Strictly increasing times within a conversation, so "newest" is never a tie.
         latest = max((m.created_at for m in self.nodes.values()), default=0.0)
         stamp = max(time.time(), latest + 1e-6)
-        message = Message(role, content, status, parent_id=parent, created_at=stamp)
+        message = Message(
+            role,
+            content,
+            status,
+            parent_id=parent,
+            created_at=stamp,
+            attachments=[dict(a) for a in attachments],
+        )
         self.nodes[message.id] = message
         self.leaf_id = message.id
         if not self.title and role == "user":
-            self.title = title_from(content)
+            names = ", ".join(str(a.get("name", "")) for a in attachments)
+            self.title = title_from(content) or title_from(names)
         return message
 
     def variants(self, message: Message) -> list[Message]:
@@ -125,11 +156,18 @@ class Conversation:
             node = max(children, key=lambda m: (m.created_at, m.id))
         self.leaf_id = node.id
 
-    def history(self) -> list[tuple[Role, str]]:
+    def history(
+        self, with_attachments: Callable[[Message], str] | None = None
+    ) -> list[tuple[Role, str]]:
         """The turns to send to the model, oldest first.
 
         Partial replies kept after Stop are included: the user saw them, so the model should
         too. Failed and empty replies are not, nor is a reply's thinking section.
+
+        Args:
+            with_attachments: gives a prompt that has attachments as the model reads it (the
+                files, then the question); the store does not know that form, the flow does.
+                Without it, such a prompt is its question alone.
         """
         turns: list[tuple[Role, str]] = []
         if self.system_prompt:
@@ -138,6 +176,8 @@ class Conversation:
             content = message.content
             if message.role == "assistant":
                 content = strip_thinking(content)
+            elif message.attachments and with_attachments is not None:
+                content = with_attachments(message)
             if message.status == "error" or not content:
                 continue
             turns.append((message.role, content))

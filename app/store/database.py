@@ -32,7 +32,7 @@ from app.store.backup import (
     make_backup,
     prune_backups,
 )
-from app.store.conversation import Conversation, Message, title_from
+from app.store.conversation import ATTACHMENT_FIELDS, Conversation, Message, title_from
 from app.store.paths import data_dir
 from app.store.rescue import (
     connect,
@@ -82,6 +82,24 @@ MIGRATIONS: Sequence[str] = (
     # 3: a conversation's own sampling settings (JSON), over the app's.
     """
     ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+    """,
+    # 4: files attached to a prompt: their text itself (not a path that may move), in order.
+    """
+    CREATE TABLE attachments (
+        message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        tokens INTEGER,
+        cut INTEGER NOT NULL DEFAULT 0,
+        encoding TEXT,
+        pages INTEGER,
+        kept_tokens INTEGER,
+        full_tokens INTEGER,
+        PRIMARY KEY (message_id, position)
+    );
     """,
 )
 """Schema changes, in order; ``PRAGMA user_version`` records how many have been applied."""
@@ -260,9 +278,11 @@ class Database:
             pattern = "%" + _escape_like(query) + "%"
             sql += (
                 " AND (title LIKE ? ESCAPE '\\' OR id IN (SELECT conversation_id FROM messages"
-                " WHERE content LIKE ? ESCAPE '\\'))"
+                " WHERE content LIKE ? ESCAPE '\\') OR id IN (SELECT m.conversation_id"
+                " FROM attachments a JOIN messages m ON m.id = a.message_id"
+                " WHERE a.text LIKE ? ESCAPE '\\' OR a.name LIKE ? ESCAPE '\\'))"
             )
-            args = [pattern, pattern]
+            args = [pattern] * 4
         sql += " ORDER BY updated_at DESC"
         return [ConversationSummary(*row) for row in self._db.execute(sql, args)]
 
@@ -300,6 +320,18 @@ class Database:
                 model=m[6],
                 created_at=m[7],
             )
+        columns = ", ".join(f"a.{name}" for name in ATTACHMENT_FIELDS)
+        for row in self._db.execute(
+            f"SELECT a.message_id, {columns} FROM attachments a"
+            " JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = ?"
+            " ORDER BY a.message_id, a.position",
+            (conversation_id,),
+        ):
+            message = conversation.nodes.get(row[0])
+            if message is not None:
+                attachment = dict(zip(ATTACHMENT_FIELDS, row[1:], strict=True))
+                attachment["cut"] = bool(attachment["cut"])
+                message.attachments.append(attachment)
         return conversation
 
     def save_conversation(self, conversation: Conversation) -> None:
@@ -356,6 +388,19 @@ class Database:
                         m.created_at,
                     )
                     for m in clean
+                ],
+            )
+            # A message's attachments are replaced whole, in the same transaction.
+            self._db.executemany(
+                "DELETE FROM attachments WHERE message_id = ?", [(m.id,) for m in clean]
+            )
+            self._db.executemany(
+                f"INSERT INTO attachments (message_id, position, {', '.join(ATTACHMENT_FIELDS)})"
+                f" VALUES (?, ?, {', '.join('?' * len(ATTACHMENT_FIELDS))})",
+                [
+                    (m.id, position, *(a.get(name) for name in ATTACHMENT_FIELDS))
+                    for m in clean
+                    for position, a in enumerate(m.attachments)
                 ],
             )
         self.changed = True
@@ -456,7 +501,23 @@ def _storable_message(m: Message) -> Message:
         model=storable_text(m.model).text,
         id=storable_text(m.id).text,
         parent_id=storable_text(m.parent_id).text if m.parent_id is not None else None,
+        attachments=[_storable_attachment(a) for a in m.attachments],
     )
+
+
+def _storable_attachment(attachment: dict[str, object]) -> dict[str, object]:
+    """An attachment's data as SQLite keeps it: every key, texts storable, ``cut`` a 0 or 1."""
+    kept: dict[str, object] = {name: attachment.get(name) for name in ATTACHMENT_FIELDS}
+    for name in ("name", "kind", "text", "encoding"):
+        value = kept[name]
+        if isinstance(value, str):
+            kept[name] = storable_text(value).text
+    kept["name"] = kept["name"] if isinstance(kept["name"], str) else ""
+    kept["kind"] = kept["kind"] if isinstance(kept["kind"], str) else "text"
+    kept["text"] = kept["text"] if isinstance(kept["text"], str) else ""
+    kept["size"] = kept["size"] if isinstance(kept["size"], int) else 0
+    kept["cut"] = bool(kept["cut"])
+    return kept
 
 
 def _settings(text: str) -> dict[str, object]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, NamedTuple, get_args
 
 from app.roles import Role
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
-from app.store.conversation import Conversation, Message, Status, new_id
+from app.store.conversation import ATTACHMENT_FIELDS, Conversation, Message, Status, new_id
 from app.store.text import storable_text
 
 FORMAT = "floodgate-conversation"
@@ -23,11 +24,45 @@ def to_markdown(conversation: Conversation, you: str = "You") -> str:
         parts.append(f"System prompt:\n\n{quoted}\n")
     for message in conversation.messages:
         speaker = you if message.role == "user" else (message.model or "Assistant")
-        parts.append(f"## {speaker}\n\n{message.content.strip()}\n")
+        parts.append(f"## {speaker}\n")
+        parts.extend(_attachment_markdown(a) for a in message.attachments)
+        if message.content.strip():
+            parts.append(f"{message.content.strip()}\n")
         if message.note:
             parts.append(f"*{message.note}*\n")
     # Saved text is storable already; a conversation never saved may not be (yet).
     return storable_text("\n".join(parts)).text
+
+
+_KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf"))
+"""The kinds of attachment there are (the engine's ``documents.KINDS``; the store does not
+import the engine)."""
+
+
+def _attachment_markdown(attachment: dict[str, object]) -> str:
+    """``**Attached: name** (kind, size, N tokens, cut)``, then the text in an unclosable fence."""
+    details = [str(attachment.get("kind", "text")), _size_text(attachment.get("size"))]
+    tokens = attachment.get("tokens")
+    if isinstance(tokens, int):
+        details.append(f"{tokens:,} tokens")
+    if attachment.get("cut"):
+        details.append("cut")
+    text = str(attachment.get("text", ""))
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") or not text else text + "\n"
+    name = str(attachment.get("name", "")).replace("*", "\\*")
+    return f"**Attached: {name}** ({', '.join(details)})\n\n{fence}\n{body}{fence}\n"
+
+
+def _size_text(size: object) -> str:
+    if not isinstance(size, int):
+        return "? B"
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
+    return f"{size} B"
 
 
 def to_json(conversation: Conversation) -> str:
@@ -53,6 +88,7 @@ def to_json(conversation: Conversation) -> str:
                 "note": m.note,
                 "model": m.model,
                 "created_at": m.created_at,
+                **({"attachments": m.attachments} if m.attachments else {}),
             }
             for m in sorted(conversation.nodes.values(), key=lambda m: m.created_at)
         ],
@@ -218,6 +254,59 @@ def _message(item: object, n: int, reader: _Reader) -> Message:
         parent_id=parent or None,
         model=reader.text(item, "model", n),
         created_at=_number(item, "created_at", n),
+        attachments=_attachments(item, n, reader),
+    )
+
+
+def _attachments(item: dict[str, Any], n: int, reader: _Reader) -> list[dict[str, object]]:
+    """A message's attachments, each checked as strictly as the rest of the file."""
+    value = item.get("attachments", [])
+    if not isinstance(value, list):
+        raise _wrong_field("attachments", n)
+    kept: list[dict[str, object]] = []
+    for k, attachment in enumerate(value, start=1):
+        if not isinstance(attachment, dict):
+            raise _bad_attachment(n, k)
+        kind = attachment.get("kind")
+        if kind not in _KINDS:
+            raise _bad_attachment(n, k)
+        counts: dict[str, object] = {}
+        for key in ("size", "tokens", "pages", "kept_tokens", "full_tokens"):
+            count = attachment.get(key, 0 if key == "size" else None)
+            if count is not None and (
+                not isinstance(count, int) or isinstance(count, bool) or count < 0
+            ):
+                raise _bad_attachment(n, k)
+            counts[key] = count
+        cut = attachment.get("cut", False)
+        encoding = attachment.get("encoding")
+        if not isinstance(cut, bool) or not (encoding is None or isinstance(encoding, str)):
+            raise _bad_attachment(n, k)
+        if not isinstance(attachment.get("name"), str) or not isinstance(
+            attachment.get("text"), str
+        ):
+            raise _bad_attachment(n, k)
+        data: dict[str, object] = {
+            "name": reader.text(attachment, "name", n),
+            "kind": kind,
+            "text": reader.text(attachment, "text", n),
+            "cut": cut,
+            "encoding": reader.text(attachment, "encoding", n) if encoding is not None else None,
+            **counts,
+        }
+        kept.append({key: data[key] for key in ATTACHMENT_FIELDS})
+    return kept
+
+
+def _bad_attachment(n: int, k: int) -> NotAConversationError:
+    return _refuse(
+        QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "in message {n}, attachment {k} is not a file as Floodgate keeps it (a name, a "
+            "kind, a size and a text)",
+        ),
+        n=n,
+        k=k,
     )
 
 
