@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
+from app.engine.documents import Attachment, content_with_attachments
 from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
@@ -101,7 +102,9 @@ class ReplyRunner(QObject):
     ) -> None:
         """Answer ``prompt``, the conversation's newest turn, with the turns before it."""
         conversation = self._library.conversation
-        messages = [ChatMessage(role=r, content=c) for r, c in conversation.history()]
+        messages = [
+            ChatMessage(role=r, content=c) for r, c in conversation.history(prompt_for_model)
+        ]
         message = conversation.add("assistant", "", "streaming")
         self._n_ctx = model.n_ctx if model is not None else 0
         if model is not None:
@@ -238,6 +241,22 @@ class ReplyRunner(QObject):
                 n=reply.job.settings.max_tokens,
             )
         return "complete", ""
+
+
+def prompt_for_model(message: Message) -> str:
+    """A prompt as the model reads it: each attached file fenced, then the question.
+
+    Built from the attachments as the conversation keeps them, so the text is the same, byte
+    for byte, on every later turn: the engine's reuse of the processed prompt (and the prompt
+    cache) then spares reading the files again for a follow-up question.
+    """
+    attachments = []
+    for data in message.attachments:
+        try:
+            attachments.append(Attachment.from_dict(data))
+        except ValueError:
+            continue  # the store checks what it keeps; a row that is not a file is left out
+    return content_with_attachments(attachments, message.content)
 
 
 def prompt_progress_text(report: GenerationReport, now: float) -> str:

@@ -8,20 +8,25 @@ methods and render what its signals say; they never touch the worker or the queu
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject
 
 from app import defaults
 from app.engine import BackendOpener, EngineOptions, GenerationSettings, ModelInfo
+from app.engine.context import TEMPLATE_OVERHEAD
+from app.engine.documents import Attachment
 from app.engine.remote import RemoteEndpoint
 from app.flow.archive import Archive
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
 from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import as_settings, engine_options, generation_settings, with_conversation
-from app.flow.reply import ReplyRunner
+from app.flow.reply import ReplyRunner, prompt_for_model
 from app.flow.words import say
+from app.flow.worker import InferenceWorker
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
@@ -31,6 +36,10 @@ from app.store.text import storable_text
 __all__ = ["DEFAULT_QUEUE_BOUND", "ChatSession", "ModelState"]
 
 DEFAULT_QUEUE_BOUND = defaults.QUEUE_BOUND
+
+MIN_RATE_TOKENS = 16
+"""A prompt-processing rate is kept only from a reply that processed at least this many
+tokens: a few tokens in a few milliseconds say little about a long document."""
 
 
 class ChatSession(QObject):
@@ -88,6 +97,10 @@ class ChatSession(QObject):
         library.notice.connect(host.notice)
         runner.notice.connect(host.notice)
         runner.reply_ended.connect(lambda _status, _note: host.reply_ended())
+        self.prefill_rate: float | None = None
+        """The last prompt-processing rate measured on this machine, tokens/s (None: none yet);
+        what the attachments' "about N s to read" is reckoned from."""
+        runner.reply_ended.connect(self._keep_prefill_rate)
 
     # -- what the parts hold --------------------------------------------------------------------
 
@@ -187,16 +200,78 @@ class ChatSession(QObject):
 
     # -- replies --------------------------------------------------------------------------------
 
-    def send(self, text: str) -> bool:
+    def send(self, text: str, attachments: Sequence[Attachment] = ()) -> bool:
         """Send a prompt with the conversation so far.
 
+        Args:
+            text: the question (blank is fine when files are attached).
+            attachments: files for the model to read before the question; the conversation
+                keeps their text.
+
         Returns:
-            False, and nothing is sent, if the prompt is blank or a reply is still streaming.
+            False, and nothing is sent, if the prompt is blank (and nothing is attached) or a
+            reply is still streaming.
         """
-        if not text.strip() or self.generating:
+        if (not text.strip() and not attachments) or self.generating:
             return False
-        self._answer(self.conversation.add("user", self._storable(text)))
+        kept = [a.to_dict() for a in attachments]
+        self._answer(self.conversation.add("user", self._storable(text), attachments=kept))
         return True
+
+    # -- attachments ----------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int | None:
+        """The open local model's token count of ``text`` (None: no local model, or closing).
+
+        Blocks until the worker gets to it: call it off the UI thread (the attachment reader
+        does, from its own threads).
+        """
+        producer = self.host.producer
+        if isinstance(producer, InferenceWorker):
+            return producer.count_tokens(text)
+        return None
+
+    def room_budget(self) -> int | None:
+        """The prompt's share of the context (the reply keeps its room), None without a model."""
+        model = self.model
+        if model is None or model.n_ctx <= 0:
+            return None
+        n_ctx = model.n_ctx
+        return n_ctx - min(self.reply_settings().max_tokens, n_ctx // 4)
+
+    async def room_for_attachments(self) -> int | None:
+        """The tokens left in the context for the next prompt's attachments (None: unknown).
+
+        The context less the reply's room, the conversation so far (counted on the worker,
+        off the UI thread) and the question's turn at the template's overhead. Older turns
+        would be left out of a prompt that does not fit, so this is the room with all of them
+        kept: on the safe side.
+        """
+        budget = self.room_budget()
+        if budget is None:
+            return None
+        # Read here, on the UI thread; only the counting runs elsewhere.
+        contents = [content for _role, content in self.conversation.history(prompt_for_model)]
+        used = await asyncio.to_thread(self._count_turns, contents)
+        if used is None:
+            return None
+        return max(0, budget - used - TEMPLATE_OVERHEAD)
+
+    def _count_turns(self, contents: Sequence[str]) -> int | None:
+        total = 0
+        for content in contents:
+            counted = self.count_tokens(content)
+            if counted is None:
+                return None
+            total += counted + TEMPLATE_OVERHEAD
+        return total
+
+    def _keep_prefill_rate(self, _status: str, _note: str) -> None:
+        metrics = self.metrics
+        processed = metrics.prefill_done - metrics.cached_tokens
+        rate = metrics.prefill_rate
+        if rate is not None and processed >= MIN_RATE_TOKENS:
+            self.prefill_rate = rate
 
     def _storable(self, text: str) -> str:
         """What the user gave, made storable (the same rule as every other way text enters)."""
@@ -224,13 +299,27 @@ class ChatSession(QObject):
         self._answer(prompt)
         return True
 
-    def edit_and_resend(self, message: Message, text: str) -> bool:
-        """Send an edited prompt in place of ``message``; the old branch stays reachable."""
-        if self.generating or message.role != "user" or not text.strip():
+    def edit_and_resend(
+        self, message: Message, text: str, attachments: Sequence[Attachment] | None = None
+    ) -> bool:
+        """Send an edited prompt in place of ``message``; the old branch stays reachable.
+
+        The edited prompt keeps ``message``'s attachments unless ``attachments`` replaces them.
+        """
+        kept = (
+            [dict(a) for a in message.attachments]
+            if attachments is None
+            else [a.to_dict() for a in attachments]
+        )
+        if self.generating or message.role != "user" or (not text.strip() and not kept):
             return False
         self._show_path_to(message.parent_id)
         prompt = self.conversation.add(
-            "user", self._storable(text), parent_id=message.parent_id, after_leaf=False
+            "user",
+            self._storable(text),
+            parent_id=message.parent_id,
+            after_leaf=False,
+            attachments=kept,
         )
         self._answer(prompt)
         return True

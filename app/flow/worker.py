@@ -8,8 +8,10 @@ A reply reaches the window from a *producer*: this worker for a local model, or
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -101,11 +103,19 @@ class _BackendCall:
     action: Callable[[Backend], None]
 
 
+@dataclass(frozen=True)
+class _CountJob:
+    """Count a text's tokens with the open model's tokenizer (None: no model)."""
+
+    text: str
+    result: concurrent.futures.Future[int | None]
+
+
 class _QuitJob:
     pass
 
 
-_Job = ReplyJob | _LoadJob | _BackendCall | _QuitJob
+_Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _QuitJob
 
 NO_MODEL = Sentence(
     QT_TRANSLATE_NOOP(
@@ -136,6 +146,8 @@ class InferenceWorker(QThread):
         self._opener = opener
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._backend: Backend | None = None
+        self._served = True  # False once the thread stopped serving jobs
+        self._serving = threading.Lock()
 
     def load(self, path: Path, options: EngineOptions) -> None:
         """Open ``path`` (after the jobs already submitted), replacing the open model."""
@@ -148,6 +160,21 @@ class InferenceWorker(QThread):
     def with_backend(self, action: Callable[[Backend], None]) -> None:
         """Run ``action`` on the open model, on this thread (nothing happens without one)."""
         self._jobs.put(_BackendCall(action))
+
+    def count_tokens(self, text: str) -> int | None:
+        """The open model's token count of ``text``; None when no model is open or at quit.
+
+        Counted on this worker's thread, after the jobs already submitted (the tokenizer
+        belongs to the model, which is loaded and freed there). Blocks the calling thread
+        until then: call it from a thread of its own (the attachment reader), never from the
+        UI thread.
+        """
+        job = _CountJob(text, concurrent.futures.Future())
+        with self._serving:
+            if not self._served:
+                return None
+            self._jobs.put(job)
+        return job.result.result()
 
     def cache_stats(self) -> CacheStats | None:
         """The open model's prompt-cache figures (thread-safe: read from any thread)."""
@@ -168,11 +195,28 @@ class InferenceWorker(QThread):
                 elif isinstance(job, _BackendCall):
                     if self._backend is not None:
                         job.action(self._backend)
+                elif isinstance(job, _CountJob):
+                    self._count(job)
                 else:
                     with producing(job), TRACE.span("compute reply", cat="worker"):
                         self._generate(job)
         finally:
+            with self._serving:
+                self._served = False
             self._close_backend()
+            # Nobody will serve what is still queued: a count waiting for it gets None.
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    left = self._jobs.get_nowait()
+                    if isinstance(left, _CountJob):
+                        left.result.set_result(None)
+
+    def _count(self, job: _CountJob) -> None:
+        backend = self._backend
+        try:
+            job.result.set_result(backend.count_tokens(job.text) if backend is not None else None)
+        except Exception as exc:  # the caller hears of it; the worker goes on
+            job.result.set_exception(exc)
 
     def _close_backend(self) -> None:
         if self._backend is not None:

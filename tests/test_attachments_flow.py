@@ -1,0 +1,207 @@
+"""Attachments through the flow: to the model inside the user's turn, kept, counted, reused."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.engine import EngineOptions, StopSignal
+from app.engine.documents import Attachment, content_with_attachments, read_document
+from app.engine.llama import open_llama
+from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.archive import Archive
+from app.flow.attachments import AttachmentReader
+from app.flow.reply import prompt_for_model
+from app.flow.session import ChatSession, ModelState
+from tests.conftest import Loop, run_until
+
+FACT = "The lighthouse keeper's cat is named Biscuit.\n"
+
+
+def attachment(tmp_path: Path, text: str = FACT, name: str = "facts.txt") -> Attachment:
+    path = tmp_path / name
+    path.write_text(text)
+    return Attachment.from_document(read_document(path), tokens=len(text.split()))
+
+
+def ready(loop: Loop, backend: ScriptedBackend, archive: Archive | None = None) -> ChatSession:
+    session = ChatSession(scripted_opener(backend), archive=archive)
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    return session
+
+
+def test_the_files_go_fenced_before_the_question_and_the_same_on_every_turn(
+    loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["Biscuit."], rate=1000)
+    session = ready(loop, backend)
+    facts = attachment(tmp_path)
+    assert session.send("What is the cat's name?", [facts])
+    run_until(loop, lambda: not session.generating)
+    prompt = session.conversation.messages[0]
+    assert prompt.content == "What is the cat's name?"  # Copy copies the question
+    assert prompt.attachments == [facts.to_dict()]
+    first = backend.received[-1][-1]["content"]
+    assert first == content_with_attachments([facts], "What is the cat's name?")
+    assert first.startswith("File: facts.txt\n```\n" + FACT + "```\n\nWhat is")
+    backend.enqueue(["Grey."])
+    assert session.send("What colour is it?")
+    run_until(loop, lambda: not session.generating)
+    # The earlier turn reaches the model byte for byte as before: its processed prefix is reused.
+    assert backend.received[-1][0]["content"] == first
+    assert backend.received[-1][-1]["content"] == "What colour is it?"
+
+
+def test_blank_text_is_sent_only_with_files(loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["ok"], rate=1000)
+    session = ready(loop, backend)
+    assert not session.send("   ")
+    assert session.send("", [attachment(tmp_path)])
+    run_until(loop, lambda: not session.generating)
+    assert backend.received[-1][-1]["content"].endswith("```\n\n")
+    assert session.conversation.title == "facts.txt"
+
+
+def test_edit_and_regenerate_keep_the_attachments(loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["one"], rate=1000)
+    session = ready(loop, backend)
+    facts = attachment(tmp_path)
+    session.send("Name?", [facts])
+    run_until(loop, lambda: not session.generating)
+    backend.enqueue(["two"])
+    assert session.regenerate()
+    run_until(loop, lambda: not session.generating)
+    assert "Biscuit" in backend.received[-1][-1]["content"]
+    backend.enqueue(["three"])
+    assert session.edit_and_resend(session.conversation.messages[0], "The cat's name?")
+    run_until(loop, lambda: not session.generating)
+    edited = session.conversation.messages[0]
+    assert edited.content == "The cat's name?"
+    assert edited.attachments == [facts.to_dict()]
+    assert backend.received[-1][-1]["content"] == content_with_attachments(
+        [facts], "The cat's name?"
+    )
+
+
+def test_tokens_are_counted_on_the_worker_from_another_thread(loop: Loop) -> None:
+    backend = ScriptedBackend(rate=1000)
+    session = ChatSession(scripted_opener(backend))
+    counted: list[int | None] = []
+    # No model yet: None, at once.
+    thread = threading.Thread(target=lambda: counted.append(session.count_tokens("a b")))
+    thread.start()
+    thread.join(5)
+    session.open_model(Path("scripted.gguf"))
+    run_until(loop, lambda: session.state is ModelState.READY)
+    thread = threading.Thread(target=lambda: counted.append(session.count_tokens("one two three")))
+    thread.start()
+    thread.join(5)
+    loop.run_until_complete(session.close())
+    # After quit nothing serves the worker's jobs: a count is None, never a wait forever.
+    thread = threading.Thread(target=lambda: counted.append(session.count_tokens("x")))
+    thread.start()
+    thread.join(5)
+    assert counted == [None, 3, None]
+
+
+def test_the_room_left_is_the_context_less_the_reply_and_the_conversation(
+    loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["a b c"], rate=1000)
+    session = ready(loop, backend)
+    n_ctx = backend.info.n_ctx
+    budget = n_ctx - min(session.reply_settings().max_tokens, n_ctx // 4)
+    assert loop.run_until_complete(session.room_for_attachments()) == budget - 8
+    session.send("one two", [attachment(tmp_path)])
+    run_until(loop, lambda: not session.generating)
+    turns = [c for _, c in session.conversation.history(prompt_for_model)]
+    used = sum(len(c.split()) + 8 for c in turns)
+    assert loop.run_until_complete(session.room_for_attachments()) == budget - used - 8
+
+
+def test_the_reader_counts_with_the_session_and_says_the_time_to_read(
+    loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(rate=1000)
+    session = ready(loop, backend)
+    session.prefill_rate = 2.0
+    reader = AttachmentReader(session.count_tokens, prefill_rate=lambda: session.prefill_rate)
+    ready_files: list[tuple[Attachment, object]] = []
+    reader.ready.connect(lambda a, seconds: ready_files.append((a, seconds)))
+    (tmp_path / "facts.txt").write_text(FACT)
+    reader.read([tmp_path / "facts.txt"])
+    run_until(loop, lambda: bool(ready_files))
+    read, seconds = ready_files[0]
+    fenced_words = len(("File: facts.txt\n```\n" + FACT + "```").split())
+    assert read.tokens == fenced_words
+    assert seconds == fenced_words / 2.0
+    loop.run_until_complete(reader.close())
+
+
+def test_attachments_are_there_after_a_restart(loop: Loop, tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    archive, _ = loop.run_until_complete(Archive.open(path))
+    session = ready(loop, ScriptedBackend(["Biscuit."], rate=1000), archive)
+    facts = attachment(tmp_path)
+    session.send("Name?", [facts])
+    run_until(loop, lambda: not session.generating)
+    conversation_id = session.conversation.id
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(archive.flush())
+    loop.run_until_complete(archive.close())
+
+    archive, _ = loop.run_until_complete(Archive.open(path))
+    again = ready(loop, ScriptedBackend(["Grey."], rate=1000), archive)
+    assert loop.run_until_complete(again.open_conversation(conversation_id))
+    assert again.conversation.messages[0].attachments == [facts.to_dict()]
+    listed = loop.run_until_complete(again.list_conversations("lighthouse"))
+    assert [s.id for s in listed] == [conversation_id]
+    loop.run_until_complete(again.close())
+    loop.run_until_complete(archive.close())
+
+
+# The real model.
+
+
+@pytest.mark.model
+def test_the_real_model_reads_the_file_once_and_answers_from_it(
+    loop: Loop, tmp_path: Path, model_path: Path
+) -> None:
+    from app.engine.chat_template import ChatTemplate
+    from app.engine.model_card import read_chat_template
+
+    session = ChatSession(open_llama, options=EngineOptions(n_threads=2))
+    session.settings = dataclasses.replace(session.settings, temperature=0.0, max_tokens=24)
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, timeout=60)
+    # Long enough that reading it shows in the figures.
+    text = "".join(f"Line {n}: the tide table for day {n} is unchanged.\n" for n in range(30))
+    facts = attachment(tmp_path, text + FACT)
+    assert session.send("What is the cat's name?", [facts])
+    run_until(loop, lambda: not session.generating, timeout=120)
+    reply = session.conversation.messages[-1].content
+    first_prompt = session.metrics.prompt_tokens
+    assert session.prefill_rate is not None
+    assert session.prefill_rate > 0
+
+    rendered = ChatTemplate(read_chat_template(model_path), bos_token="", eos_token="").render(
+        [{"role": r, "content": c} for r, c in session.conversation.history(prompt_for_model)],
+        StopSignal(),
+    )
+    assert "File: facts.txt\n```\nLine 0: " in rendered.text
+    assert FACT + "```\n\nWhat is the cat's name?" in rendered.text
+    assert rendered.text.index("Biscuit") < rendered.text.index("What is the cat's name?")
+    assert "Biscuit" in reply, reply
+
+    assert session.send("Say it again.")
+    run_until(loop, lambda: not session.generating, timeout=120)
+    # The document (all of the first prompt) came from the cache, not read again.
+    assert session.metrics.cached_tokens >= first_prompt, (
+        session.metrics.cached_tokens,
+        first_prompt,
+    )
+    loop.run_until_complete(session.close())
