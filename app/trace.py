@@ -382,34 +382,20 @@ def check_trace(document: object) -> list[str]:
     last_ts: dict[tuple[int, int], float] = {}
     for index, event in enumerate(document["traceEvents"]):
         where = f"event {index}"
-        if not isinstance(event, dict):
-            problems.append(f"{where}: not an object")
+        problem = _form_problem(where, event)
+        if problem is not None:
+            problems.append(problem)
             continue
-        phase = event.get("ph")
-        if not isinstance(phase, str) or phase not in _PHASE_FIELDS:
-            problems.append(f"{where}: unknown phase {phase!r}")
-            continue
-        missing = [key for key in _PHASE_FIELDS[phase] if key not in event]
-        if missing:
-            problems.append(f"{where} ({phase}): missing {', '.join(missing)}")
-            continue
-        if "ts" in event and not _is_number(event["ts"]):
-            problems.append(f"{where}: ts is not a number")
-            continue
-        if not isinstance(event.get("pid"), int) or not isinstance(event.get("tid", 0), int):
-            problems.append(f"{where}: pid and tid must be integers")
-            continue
+        phase = event["ph"]
         thread = (event["pid"], event.get("tid", 0))
         if phase == "M":
             if event["name"] == "thread_name":
                 named.add(thread)
             continue
         if phase == "C":
-            values = event["args"]
-            if not isinstance(values, dict) or not values:
-                problems.append(f"{where}: a counter needs its values in args")
-            elif not all(_is_number(value) for value in values.values()):
-                problems.append(f"{where}: counter {event['name']!r} has a value not a number")
+            problem = _counter_problem(where, event)
+            if problem is not None:
+                problems.append(problem)
             continue
         used.add(thread)
         ts = float(event["ts"])
@@ -439,6 +425,33 @@ def check_trace(document: object) -> list[str]:
     for thread in sorted(used - named):
         problems.append(f"thread {thread[1]} has events but no thread_name")
     return problems
+
+
+def _form_problem(where: str, event: object) -> str | None:
+    """What makes ``event`` no well-formed trace event, if anything: phase, fields, types."""
+    if not isinstance(event, dict):
+        return f"{where}: not an object"
+    phase = event.get("ph")
+    if not isinstance(phase, str) or phase not in _PHASE_FIELDS:
+        return f"{where}: unknown phase {phase!r}"
+    missing = [key for key in _PHASE_FIELDS[phase] if key not in event]
+    if missing:
+        return f"{where} ({phase}): missing {', '.join(missing)}"
+    if "ts" in event and not _is_number(event["ts"]):
+        return f"{where}: ts is not a number"
+    if not isinstance(event.get("pid"), int) or not isinstance(event.get("tid", 0), int):
+        return f"{where}: pid and tid must be integers"
+    return None
+
+
+def _counter_problem(where: str, event: dict[str, Any]) -> str | None:
+    """What is wrong with a counter event's values, if anything."""
+    values = event["args"]
+    if not isinstance(values, dict) or not values:
+        return f"{where}: a counter needs its values in args"
+    if not all(_is_number(value) for value in values.values()):
+        return f"{where}: counter {event['name']!r} has a value not a number"
+    return None
 
 
 def _check_nesting(thread: tuple[int, int], spans: list[tuple[float, float, str]]) -> list[str]:
