@@ -592,18 +592,7 @@ class ChatTemplate:
         guard = _Guard(self.time_budget, self.memory_budget)
         remove_listener = stop.add_listener(guard.stop)
         outcome = _Rendering()
-        context: Mapping[str, object] = {
-            "messages": [dict(m) for m in messages],
-            "eos_token": self.eos_token,
-            "bos_token": self.bos_token,
-            "raise_exception": _raise_exception,
-            "add_generation_prompt": True,
-            "functions": None,
-            "function_call": None,
-            "tools": None,
-            "tool_choice": None,
-            "strftime_now": _strftime_now,
-        }
+        context = self._context(messages)
         try:
             text = _guarded(lambda: self._collect(context), guard, outcome)
         except _TemplateRaisedError as exc:
@@ -642,6 +631,21 @@ class ChatTemplate:
                 )
             )
         return RenderedPrompt(text, self.stop_strings)
+
+    def _context(self, messages: Sequence[ChatMessage]) -> Mapping[str, object]:
+        """The names a template sees (those llama-cpp-python's formatter passes)."""
+        return {
+            "messages": [dict(m) for m in messages],
+            "eos_token": self.eos_token,
+            "bos_token": self.bos_token,
+            "raise_exception": _raise_exception,
+            "add_generation_prompt": True,
+            "functions": None,
+            "function_call": None,
+            "tools": None,
+            "tool_choice": None,
+            "strftime_now": _strftime_now,
+        }
 
     def _collect(self, context: Mapping[str, object]) -> str:
         """Render chunk by chunk, counting the output against its budget."""
