@@ -25,12 +25,16 @@ from app.flow.metrics import (
     STOP_PRESSED,
     CacheFigures,
     FlowMetrics,
+    FlowSample,
     ReplyFigures,
 )
 from app.trace import Tracer, check_trace
 from app.ui.diagnostics import NO_VALUE, DiagnosticsPanel
 from app.ui.theme import apply_theme, contrast
-from app.ui.timeline import WINDOW_SECONDS, Timeline
+from app.ui.timeline import LANES, WINDOW_SECONDS, Timeline
+from app.ui.timeline_plots import fitted_top, round_top
+from app.ui.timeline_series import AT, TOKENS, SampleSeries
+from app.ui.timeline_style import marker_pen
 from app.ui.trace_recording import TraceRecording
 
 STEP = 0.125
@@ -99,29 +103,76 @@ def curve(item: object) -> tuple[np.ndarray, np.ndarray]:
 def test_the_timeline_plots_the_flow_against_time(timeline: Timeline, qtbot: QtBot) -> None:
     start = time.perf_counter() + 1  # after the reading taken when shown
     play_reply(timeline, start)
-    x, rate = curve(timeline.tokens_curve)
+    now = start + 81 * STEP
+    view = timeline.view
+    ago, rate = curve(view.tokens_curve)
+    x = ago + now  # the plots' x is seconds before the latest reading
     assert len(x) == 82  # the reading at show, then the reply's
+    assert ago[-1] == 0
     assert np.all(np.diff(x) > 0)
     steady = rate[(x > start + 3) & (x < start + 8)]
     assert np.allclose(steady, 80, rtol=0.05)
-    _, depth = curve(timeline.queue_curve)
-    _, bound = curve(timeline.bound_curve)
+    _, depth = curve(view.queue_curve)
+    _, bound = curve(view.bound_curve)
     assert set(bound[1:]) == {16}
     at_bound = (x >= start + 40 * STEP) & (x < start + 60 * STEP)
     assert np.all(depth[at_bound] == 16)  # backpressure: the depth reaches the bound line
     assert np.all(depth[(x > start + 10 * STEP) & (x < start + 39 * STEP)] == 4)
-    _, lag = curve(timeline.lag_curve)
+    _, lag = curve(view.lag_curve)
     assert np.nanmax(lag) == 40.0
-    assert math.isnan(curve(timeline.frame_curve)[1][2])  # no frames during the prompt: a gap
-    view = timeline.lane_plot.viewRange()[0]
-    assert view[1] == pytest.approx(start + 81 * STEP)
-    assert view[1] - view[0] == pytest.approx(WINDOW_SECONDS)
+    assert math.isnan(curve(view.frame_curve)[1][2])  # no frames during the prompt: a gap
+    for plot in timeline.plots:
+        assert plot.viewRange()[0] == pytest.approx([-WINDOW_SECONDS, 0])
+    # Every value is inside its plot's range.
+    assert view.rate_plot.viewRange()[1][1] >= np.nanmax(rate)
+    assert view.queue_plot.viewRange()[1][1] >= 16
+    assert view.ms_plot.viewRange()[1][1] >= 40
+
+
+def test_the_ranges_move_in_round_steps_not_at_every_reading(
+    timeline: Timeline, qtbot: QtBot
+) -> None:
+    m, plot = timeline.metrics, timeline.view.rate_plot
+    start = time.perf_counter() + 1
+    m.reply = ReplyFigures(sent_at=start)
+    tops = []
+    for step in range(1, 60):
+        # 40 then 56 tokens/s, a second each: round tops 50 and 100 without the hysteresis
+        m.reply.pieces_shown += 5 if step % 16 < 8 else 7
+        m.reply.first_shown_at = m.reply.first_shown_at or start
+        timeline.tick(start + step * STEP)
+        tops.append(plot.viewRange()[1][1])
+    assert set(tops[16:]) == {100.0}  # once the rate is known, the axis stays put
+    items = set(map(id, plot.items))
+    timeline.tick(start + 61 * STEP)
+    assert set(map(id, plot.items)) == items  # a redraw feeds the items, makes none
+    assert [round_top(v) for v in (0.3, 7, 10, 11, 24, 26, 4000)] == [0.5, 10, 10, 20, 25, 50, 5000]
+    assert fitted_top(100, 40) == 100  # in between: stays
+    assert fitted_top(100, 120) == 200  # outgrown: up
+    assert fitted_top(100, 20) == 20  # far under: down
+
+
+def test_readings_are_kept_in_arrays_for_the_last_seconds_only() -> None:
+    series = SampleSeries(keep_seconds=10, capacity=4)
+    for i in range(40):  # more than the capacity: it grows, and drops what is too old
+        series.append(FlowSample(float(i), float(i), 0, 8, math.nan, 1.0, math.nan))
+    assert list(series.column(AT)) == [float(i) for i in range(29, 40)]
+    assert list(series.column(TOKENS)) == list(series.column(AT))
+    assert series.nearest(33.4) == 4
+    assert series.nearest(33.6) == 5
+    assert series.nearest(-100) == 0
+    assert series.nearest(100) == len(series) - 1
+    row = series.row(5)
+    assert (row.at, row.tokens_per_s, row.queue_bound, row.loop_lag_ms) == (34.0, 34.0, 8, 1.0)
+    assert math.isnan(row.frame_cost_ms)
+    assert SampleSeries(keep_seconds=10).nearest(0) is None
 
 
 def test_the_reply_moments_are_marked_and_named(timeline: Timeline, qtbot: QtBot) -> None:
     start = time.perf_counter() + 1  # after the reading taken when shown
     moments = play_reply(timeline, start)
-    names = {key[1] for key in timeline._markers}
+    now = start + 81 * STEP
+    names = {event.name for event in timeline.events}
     assert names == {
         REPLY_START,
         PROMPT_PROCESSING,
@@ -131,19 +182,19 @@ def test_the_reply_moments_are_marked_and_named(timeline: Timeline, qtbot: QtBot
         COMPUTATION_ENDED,
         REPLY_END,
     }
-    stop_lines = next(lines for key, lines in timeline._markers.items() if key[1] == STOP_PRESSED)
-    assert len(stop_lines) == len(timeline.plots)  # one line across every plot
-    assert all(line.value() == pytest.approx(moments["stop"]) for line in stop_lines)
-    shown = {label.toPlainText() for label in timeline._marker_labels.values() if label.isVisible()}
+    lines = timeline.view.marker_lines
+    assert len(lines) == len(timeline.plots)  # one line across every plot
+    for item in lines:
+        assert any(x == pytest.approx(moments["stop"] - now) for x in item.positions)
+    placed = timeline.view.lane.placed
     # Stop and what followed it are always named; the lane has room for them.
-    assert {STOP_PRESSED, COMPUTATION_ENDED} <= shown
+    assert {STOP_PRESSED, COMPUTATION_ENDED} <= {name.text for name in placed}
     # Names that are shown never overlap on one row of the lane.
-    boxes = [
-        label.sceneBoundingRect() for label in timeline._marker_labels.values() if label.isVisible()
-    ]
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1 :]:
-            assert not a.intersects(b) or a.intersected(b).width() < 1
+    for i, a in enumerate(placed):
+        for b in placed[i + 1 :]:
+            assert a.lane != b.lane or a.right <= b.left or b.right <= a.left
+    assert all(0 <= name.lane < LANES for name in placed)
+    assert not timeline.grab().isNull()  # the lane and the lines paint
 
 
 def test_a_prompt_being_processed_is_a_band_with_its_progress(
@@ -154,16 +205,17 @@ def test_a_prompt_being_processed_is_a_band_with_its_progress(
     m.begin_reply(report, StopSignal())
     report.prefill_started_at = time.perf_counter() - 1
     timeline.tick()
-    band = timeline.prefill_band
-    assert band.isVisible()
-    assert band.getRegion()[0] == pytest.approx(report.prefill_started_at)
-    assert timeline.prefill_label.isVisible()
-    assert "250 / 1000" in timeline.prefill_label.toPlainText()
-    assert "25 %" in timeline.prefill_label.toPlainText()
+    lane, label = timeline.view.lane, timeline.view.prefill_label
+    assert lane.band is not None
+    assert lane.band[0] == pytest.approx(report.prefill_started_at)
+    assert label.isVisible()
+    assert "250 / 1000" in label.toPlainText()
+    assert "25 %" in label.toPlainText()
     report.prefill_done, report.prefill_ended_at = 1000, time.perf_counter()
     timeline.tick()
-    assert not timeline.prefill_label.isVisible()
-    assert band.getRegion()[1] == pytest.approx(report.prefill_ended_at)
+    assert not label.isVisible()
+    assert lane.band[1] == pytest.approx(report.prefill_ended_at)
+    assert not timeline.grab().isNull()  # the band paints
 
 
 def test_hovering_shows_the_values_under_the_pointer(timeline: Timeline, qtbot: QtBot) -> None:
@@ -174,11 +226,11 @@ def test_hovering_shows_the_values_under_the_pointer(timeline: Timeline, qtbot: 
     assert "80.0 tokens/s" in timeline.hover_text
     assert "queue 16 / 16" in timeline.hover_text
     assert "frame 2.0 ms" in timeline.hover_text
-    assert timeline.hover_lines[0].isVisible()
+    assert timeline.view.hover_lines[0].isVisible()
 
     # Through the mouse: a move over the plots at the moment Stop was pressed.
-    plot = timeline.ms_plot
-    scene = plot.vb.mapViewToScene(QPointF(moments["stop"], 1.0))
+    plot = timeline.view.ms_plot
+    scene = plot.vb.mapViewToScene(QPointF(moments["stop"] - now, 1.0))
     timeline.graphics.scene().sigMouseMoved.emit(scene)
     assert STOP_PRESSED in timeline.hover_text
     assert COMPUTATION_ENDED in timeline.hover_text
@@ -186,7 +238,7 @@ def test_hovering_shows_the_values_under_the_pointer(timeline: Timeline, qtbot: 
 
     timeline.graphics.scene().sigMouseMoved.emit(QPointF(-50, -50))  # off the plots
     assert timeline.hover_text == ""
-    assert not timeline.hover_lines[0].isVisible()
+    assert not timeline.view.hover_lines[0].isVisible()
 
 
 def test_it_samples_only_while_shown(timeline: Timeline, qtbot: QtBot) -> None:
@@ -215,21 +267,28 @@ def test_a_quiet_timeline_stops_redrawing(timeline: Timeline, qtbot: QtBot) -> N
     assert timeline.redraws == redraws + 1
 
 
+def test_a_hidden_timeline_never_redraws(timeline: Timeline, qtbot: QtBot) -> None:
+    timeline.hide()
+    redraws = timeline.redraws
+    timeline.metrics.mark(STOP_PRESSED, at=time.perf_counter())
+    timeline.tick()
+    assert timeline.redraws == redraws
+    timeline.show()  # and what happened meanwhile is drawn when shown
+    assert timeline.redraws == redraws + 1
+    assert STOP_PRESSED in {event.name for event in timeline.events}
+
+
 def test_colours_follow_the_theme_and_stay_readable(
     timeline: Timeline, theme: str, qtbot: QtBot
 ) -> None:
     base = timeline.palette().color(QPalette.ColorRole.Base)
     assert (base.lightness() < 128) == (theme == "dark")
     assert timeline.graphics.backgroundBrush().color() == base
-    for item in (
-        timeline.tokens_curve,
-        timeline.queue_curve,
-        timeline.bound_curve,
-        timeline.frame_curve,
-        timeline.lag_curve,
-    ):
+    for item in timeline.view.curves:
         assert contrast(item.opts["pen"].color(), base) >= 3.0, item
-    text = timeline.ms_plot.getAxis("left").textPen().color()
+    for name in (STOP_PRESSED, FIRST_TOKEN, REPLY_START):
+        assert contrast(marker_pen(timeline.colors, name).color(), base) >= 3.0, name
+    text = timeline.view.ms_plot.getAxis("left").textPen().color()
     assert text == timeline.palette().color(QPalette.ColorRole.WindowText)
     assert contrast(text, base) >= 4.5
 
@@ -240,9 +299,9 @@ def test_a_theme_change_recolours_a_timeline_already_shown(
     widget = Timeline(FlowMetrics(queue_bound=8))
     qtbot.addWidget(widget)
     widget.show()
-    before = QColor(widget.tokens_curve.opts["pen"].color())
+    before = QColor(widget.view.tokens_curve.opts["pen"].color())
     apply_theme(qapp, "light" if theme == "dark" else "dark")
-    qtbot.waitUntil(lambda: widget.tokens_curve.opts["pen"].color() != before)
+    qtbot.waitUntil(lambda: widget.view.tokens_curve.opts["pen"].color() != before)
     base = widget.palette().color(QPalette.ColorRole.Base)
     assert widget.graphics.backgroundBrush().color() == base
 
