@@ -271,16 +271,24 @@ def decode_reply(
             if code != 0:
                 raise DecodeFailedError(code)
             append(token)
-        # The reply ended by itself: what was held back for a possible stop string or a
-        # character's remaining bytes is shown (an unfinished character is dropped).
-        tail = text_of(b"", True)
-        if filtering:
-            tail = feed(tail) if tail else ""
-            if not stops.hit:
-                tail += stops.flush()
+        tail = _held_back(decoder, stops)
         if tail:
             report.pieces += 1
             yield tail
     finally:
         if generated:
             report.python_ms_per_token = python * 1000.0 / generated
+
+
+def _held_back(decoder: codecs.IncrementalDecoder, stops: StopStrings) -> str:
+    """What the reply shows once it ended by itself (called once, after the loop).
+
+    Text held back for a possible stop string or for a character's remaining bytes is
+    released; an unfinished character is dropped.
+    """
+    tail: str = decoder.decode(b"", True)
+    if stops.stops:
+        tail = stops.feed(tail) if tail else ""
+        if not stops.hit:
+            tail += stops.flush()
+    return tail
