@@ -183,40 +183,55 @@ async def stream_chat(
                     response.status_code, await _detail(response), endpoint
                 )
                 return
-            finished = False  # [DONE] or a finish_reason: a stream that just stops was cut off
-            # Closed explicitly: an abandoned async generator would be finalized by the garbage
-            # collector, outside any event loop.
-            lines = response.aiter_lines()
-            async with contextlib.aclosing(lines):  # type: ignore[type-var]
-                async for line in lines:
-                    if not line.startswith("data:"):
-                        continue  # blank separators, comments, event: and id: fields
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        # Read on to the end of the stream (the server closes it next), so the
-                        # response's inner generators finish in this task rather than later.
-                        finished = True
-                        continue
-                    try:
-                        choice = json.loads(data)["choices"][0]
-                    except (ValueError, KeyError, IndexError, TypeError):
-                        report.finish = "error"
-                        report.error = _malformed(endpoint, data)
-                        return
-                    text = (choice.get("delta") or {}).get("content")
-                    if text:
-                        report.pieces += 1
-                        yield str(text)
-                    reason = choice.get("finish_reason")
-                    if reason:
-                        finished = True
-                    if reason == "length":
-                        report.finish = "length"
-            if not finished:
-                report.finish = "error"
-                report.error = _transport_sentence(
-                    httpx.RemoteProtocolError("the stream ended before the reply did"), endpoint
-                )
+            # Closed explicitly, as its lines are (see there).
+            reply = _read_events(response, endpoint, report)
+            async with contextlib.aclosing(reply):
+                async for text in reply:
+                    yield text
     except httpx.HTTPError as exc:
         report.finish = "error"
         report.error = _transport_sentence(exc, endpoint)
+
+
+async def _read_events(
+    response: httpx.Response, endpoint: RemoteEndpoint, report: GenerationReport
+) -> AsyncGenerator[str, None]:
+    """Yield the reply's text from a response's server-sent events.
+
+    A malformed event, or a stream that ends before ``[DONE]`` or a finish reason, ends the
+    reply with an error in ``report``.
+    """
+    finished = False  # [DONE] or a finish_reason: a stream that just stops was cut off
+    # Closed explicitly: an abandoned async generator would be finalized by the garbage
+    # collector, outside any event loop.
+    lines = response.aiter_lines()
+    async with contextlib.aclosing(lines):  # type: ignore[type-var]
+        async for line in lines:
+            if not line.startswith("data:"):
+                continue  # blank separators, comments, event: and id: fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                # Read on to the end of the stream (the server closes it next), so the
+                # response's inner generators finish in this task rather than later.
+                finished = True
+                continue
+            try:
+                choice = json.loads(data)["choices"][0]
+            except (ValueError, KeyError, IndexError, TypeError):
+                report.finish = "error"
+                report.error = _malformed(endpoint, data)
+                return
+            text = (choice.get("delta") or {}).get("content")
+            if text:
+                report.pieces += 1
+                yield str(text)
+            reason = choice.get("finish_reason")
+            if reason:
+                finished = True
+            if reason == "length":
+                report.finish = "length"
+    if not finished:
+        report.finish = "error"
+        report.error = _transport_sentence(
+            httpx.RemoteProtocolError("the stream ended before the reply did"), endpoint
+        )
