@@ -24,12 +24,13 @@ from app.flow.metrics import (
     REPLY_START,
     STOP_PRESSED,
     CacheFigures,
+    Distribution,
     FlowMetrics,
     FlowSample,
     ReplyFigures,
 )
 from app.trace import Tracer, check_trace
-from app.ui.diagnostics import NO_VALUE, DiagnosticsPanel
+from app.ui.diagnostics import NO_VALUE, DiagnosticsPanel, RecentPercentiles
 from app.ui.theme import apply_theme, contrast
 from app.ui.timeline import LANES, WINDOW_SECONDS, Timeline
 from app.ui.timeline_plots import fitted_top, round_top
@@ -376,3 +377,22 @@ def test_a_trace_that_cannot_be_written_is_said(qtbot: QtBot, tmp_path: Path) ->
     recording.start(tmp_path / "flow.json")
     assert recording.stop_now() == tmp_path / "flow.json"
     assert not recording.recording
+
+
+def test_the_panel_reads_percentiles_as_the_distribution_summarises_them() -> None:
+    rng = np.random.default_rng(7)
+    # The app's distributions keep the default 20,000; one with another bound is read right
+    # once it is full (then its length is its bound).
+    for keep, first in ((20_000, 0), (50, 60)):
+        source, mirror = Distribution(keep=keep), RecentPercentiles()
+        for batch in (first, 1, 30, 45, 200, 3):  # caught up a little at a time
+            source.extend(float(v) for v in rng.exponential(5, batch))
+            mirror.read(source)
+            expected = source.summary()
+            assert mirror.percentile(99) == pytest.approx(expected["p99"], nan_ok=True)
+            assert mirror.percentile(95) == pytest.approx(source.percentile(95), nan_ok=True)
+            assert mirror.max == pytest.approx(expected["max"], nan_ok=True)
+    swapped = Distribution()  # as the bench swaps in a new one: start over
+    swapped.add(1.5)
+    mirror.read(swapped)
+    assert mirror.percentile(99) == mirror.max == 1.5
