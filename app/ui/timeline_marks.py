@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pyqtgraph as pg  # type: ignore[import-untyped]
 from PySide6.QtCore import QCoreApplication, QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QStaticText
 
 from app.flow.metrics import (
     COMPUTATION_ENDED,
@@ -46,9 +46,6 @@ _PRIORITY: Final = {
     PROMPT_PROCESSED: 6,
 }
 """Whose name is written first when the lane has no room for all: Stop's story first."""
-
-
-_LEFT_MIDDLE: Final = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
 
 
 def moment_name(event: FlowEvent) -> str:
@@ -133,6 +130,7 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
         """The prompt being (or last) processed, in ``perf_counter`` seconds, if in view."""
         self._events: list[FlowEvent] = []
         self._texts: dict[tuple[float, str], tuple[str, float]] = {}
+        self._statics: dict[str, QStaticText] = {}
         self._now = 0.0
         self._font = QFont()
         self._colors: SeriesColors | None = None
@@ -144,6 +142,7 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
         self._font, self._colors, self._backdrop = font, colors, backdrop
         self._band_brush = QBrush(band)
         self._texts.clear()
+        self._statics.clear()
         self.update()
 
     def set_events(self, events: Sequence[FlowEvent]) -> None:
@@ -156,6 +155,7 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
     def retranslate(self) -> None:
         """Write the names again in the current language (at the next advance)."""
         self._texts.clear()
+        self._statics.clear()
 
     def advance(self, now: float, band: tuple[float, float] | None) -> None:
         """Move to ``now``: place the names again, and the prompt's band."""
@@ -170,6 +170,14 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
             width = QFontMetricsF(self._font).horizontalAdvance(text)
             known = self._texts[event.at, event.name] = (text, width)
         return known
+
+    def _static(self, text: str) -> QStaticText:
+        static = self._statics.get(text)
+        if static is None:
+            static = self._statics[text] = QStaticText(text)
+            static.setTextFormat(Qt.TextFormat.PlainText)
+            static.prepare(font=self._font)
+        return static
 
     def _place(self, width: float) -> list[PlacedName]:
         if width <= 0:
@@ -220,9 +228,8 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
             box = QRectF(math.floor(left), anchor.y() - height / 2, math.ceil(width) + 1, height)
             painter.fillRect(box, self._backdrop)
             painter.setPen(marker_color(self._colors, name.event.name))
-            painter.drawText(
-                box, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, name.text
-            )
+            # Laid out once per name (a QStaticText), not shaped again at every paint.
+            painter.drawStaticText(box.topLeft(), self._static(name.text))
         painter.restore()
 
 
