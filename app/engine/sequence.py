@@ -198,13 +198,7 @@ class KvSequence:
         else:
             chunk = n_batch
         while done < total:
-            n = max(2, min(chunk, total - done))
-            if total - done - n == 1:
-                # Never a chunk of one token: llama.cpp computes a token alone slightly
-                # differently from the same token within a batch (its matrix-vector path),
-                # which would make the reply differ from processing the prompt whole.
-                n += 1 if n < n_batch else -1
-            n = min(n, total - done)
+            n = _chunk_length(chunk, total - done, n_batch)
             part = prompt[done : done + n]
             # The batch points into this array: it must live until llama_decode returns.
             ids = (token_array * n)(*part)
@@ -241,3 +235,17 @@ class KvSequence:
             self.seconds += elapsed * kept / n
         else:  # llama.cpp holds something else than expected: start clean
             self.clear()
+
+
+def _chunk_length(chunk: int, left: int, n_batch: int) -> int:
+    """How many of the ``left`` prompt tokens the next chunk takes: about ``chunk``.
+
+    At least two tokens when two are left, and never one token left for a chunk of its own:
+    llama.cpp computes a token alone slightly differently from the same token within a batch
+    (its matrix-vector path), which would make the reply differ from processing the prompt
+    whole.
+    """
+    n = max(2, min(chunk, left))
+    if left - n == 1:
+        n += 1 if n < n_batch else -1
+    return min(n, left)
