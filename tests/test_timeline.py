@@ -279,6 +279,20 @@ def test_a_hidden_timeline_never_redraws(timeline: Timeline, qtbot: QtBot) -> No
     assert STOP_PRESSED in {event.name for event in timeline.events}
 
 
+def test_a_timeline_shown_again_after_a_quiet_while_is_drawn_anew(
+    timeline: Timeline, qtbot: QtBot
+) -> None:
+    timeline.hide()
+    now = time.perf_counter()
+    timeline.metrics.mark(STOP_PRESSED, at=now - 100)
+    timeline.tick(now - 99)  # something moved while hidden...
+    timeline.tick(now - 60)  # ...and went quiet again, all while hidden
+    redraws = timeline.redraws
+    timeline.show()
+    assert timeline.redraws == redraws + 1  # not the picture from before it was hidden
+    assert timeline.events == []  # the Stop is long out of view
+
+
 def test_colours_follow_the_theme_and_stay_readable(
     timeline: Timeline, theme: str, qtbot: QtBot
 ) -> None:

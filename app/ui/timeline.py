@@ -149,14 +149,15 @@ class Timeline(QWidget):
         ):
             self._active_at = sample.at
             self._drawn_idle = False
+        if not self.isVisible():
+            return  # what a reading taken while hidden shows is drawn when shown
         if sample.at - self._active_at > WINDOW_SECONDS + 1:
             # Nothing has moved for longer than the plots show: they are flat; stop
             # repainting them (what the hover line says cannot change either).
             if self._drawn_idle:
                 return
             self._drawn_idle = True
-        if self.isVisible():  # a reading taken while hidden is drawn when shown
-            self.redraw()
+        self.redraw()
 
     def redraw(self) -> None:
         """Draw the kept readings and moments against the time of the latest reading.
