@@ -76,11 +76,7 @@ class TimelinePlots:
         self.plots = (self.lane_plot, self.rate_plot, self.queue_plot, self.ms_plot)
         self._tops = {id(plot): float(plot.viewRange()[1][1]) for plot in self.plots}
         self._time_axis()
-        line_height = QFontMetricsF(self.label_font).height()
-        self.graphics.ci.layout.setRowFixedHeight(0, math.ceil((line_height + 3) * LANES) + 4)
-        self.lane_plot.invertY(True)
-        self.lane_plot.getAxis("left").setStyle(showValues=False)
-        self.lane_plot.getAxis("left").setTicks([[]])
+        self._lane_rows()
 
         self.tokens_curve = self._curve(self.rate_plot)
         self.queue_curve = self._curve(self.queue_plot)
@@ -143,6 +139,14 @@ class TimelinePlots:
         self.ms_plot.getAxis("bottom").setTicks(
             [[(-ago, f"{ago:g}") for ago in seconds[::5]], [(-ago, "") for ago in seconds[1:]]]
         )
+
+    def _lane_rows(self) -> None:
+        # Rows of names from the top down, each as high as a line of the lane's font.
+        line_height = QFontMetricsF(self.label_font).height()
+        self.graphics.ci.layout.setRowFixedHeight(0, math.ceil((line_height + 3) * LANES) + 4)
+        self.lane_plot.invertY(True)
+        self.lane_plot.getAxis("left").setStyle(showValues=False)
+        self.lane_plot.getAxis("left").setTicks([[]])
 
     @staticmethod
     def _curve(plot: Any, connect: str = "all") -> Any:
