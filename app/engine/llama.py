@@ -324,16 +324,21 @@ class LlamaBackend:
                 report=report,
             )
         finally:
-            if not sequence.in_step():
-                sequence.clear()
-            elif not self._options.reuse_reply_tokens:
-                # Computed one by one, the reply's tokens are not exactly what processing
-                # them within the next prompt gives: that prompt processes them again.
-                sequence.trim(generated_from)
-            elif sequence.rate:
-                # What processing the reply's tokens as part of the next prompt would cost.
-                sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
-            self._keep(conversation, at_end=True)
+            self._settle_reply(conversation, generated_from)
+
+    def _settle_reply(self, conversation: str, generated_from: int) -> None:
+        """After a reply, however it ended: what the KV record keeps of it, then keep that."""
+        sequence = self._sequence
+        if not sequence.in_step():
+            sequence.clear()
+        elif not self._options.reuse_reply_tokens:
+            # Computed one by one, the reply's tokens are not exactly what processing
+            # them within the next prompt gives: that prompt processes them again.
+            sequence.trim(generated_from)
+        elif sequence.rate:
+            # What processing the reply's tokens as part of the next prompt would cost.
+            sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
+        self._keep(conversation, at_end=True)
 
     def _take_back_context(self) -> None:
         """Forget the KV record if llama-cpp-python's own API used the context meanwhile.
