@@ -2,8 +2,8 @@
 
 Drawn with pyqtgraph (made for live data in Qt). It reads :class:`FlowMetrics` through a
 :class:`FlowSampler` on a timer that runs only while the timeline is shown, so a closed
-diagnostics panel costs the flow nothing. While shown, each reading costs the UI thread
-about a millisecond (the GIL it holds meanwhile is time the worker's Python waits): the
+diagnostics panel costs the flow nothing. While shown, a reading and its repaint cost the UI
+thread about 2 ms (the GIL it holds meanwhile is time the worker's Python waits): the
 plots are built once (:mod:`app.ui.timeline_plots`), the readings kept in preallocated
 arrays (:mod:`app.ui.timeline_series`), and the reply's moments painted by two items
 (:mod:`app.ui.timeline_marks`) on a time axis that does not move.
@@ -30,7 +30,7 @@ __all__ = ["FRAME_BUDGET_MS", "LANES", "SAMPLE_INTERVAL_MS", "WINDOW_SECONDS", "
 
 SAMPLE_INTERVAL_MS: Final = 200
 """5 readings a second: smooth enough to watch a half-minute scroll by, and few enough that
-the redraws (about a millisecond each, holding the GIL) cost the flow nothing measurable."""
+the redraws (about 2 ms each, holding the GIL) cost the flow nothing measurable."""
 
 HOVER_REACH_S: Final = 0.4
 """How near (seconds) the pointer must be to a marker for the hover text to name it."""
