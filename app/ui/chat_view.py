@@ -8,14 +8,17 @@ Shift+F6; Tab then goes through that message's buttons), and exposes it to scree
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
+from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
-from app.flow.pacing import Slicer
+from app.flow.pacing import HALF_A_FRAME_S, Slicer
 from app.ui import accessibility
 from app.ui.action_button import ActionButton, FocusRing
 from app.ui.colors import Theme, theme_for
@@ -35,6 +38,33 @@ PIN_SLACK_PX = 4
 
 ANNOUNCED_CHARS = 2000
 """A finished reply is announced up to this many characters (the rest is read in the view)."""
+
+FEED_CHARS = 2000
+"""A large piece of a reply is fed to its Markdown stream this many characters at a time: the
+stream's cost per update is bounded only for small feeds."""
+
+SLICE_CHARS = 16000
+"""At most this much text is fed per event-loop turn while building (whatever the clock says)."""
+
+BULK_CHARS = 8000
+"""A message or piece longer than this is built over event-loop turns, not in the call."""
+
+BUILD_ROWS = 24
+"""At most this many rows are made per event-loop turn while building."""
+
+CLEAR_ROWS = 200
+"""Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
+
+Job = Callable[[float], bool]
+"""A piece of building: works until the deadline it is given; returns True when done."""
+
+
+def _once(action: Callable[[], None]) -> Job:
+    def step(_deadline: float) -> bool:
+        action()
+        return True
+
+    return step
 
 
 class ChatView(QScrollArea):
@@ -72,6 +102,13 @@ class ChatView(QScrollArea):
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
         self._relayout = Slicer(self._relayout_step, RELAYOUT_SLICE_S, self)
+        self._jobs: deque[Job] = deque()
+        self._builder = Slicer(self._build_step, parent=self)
+        self._slice_chars = 0
+        self._slice_rows = 0
+        self.slices = 0
+        """Slices of building done (tests and the bench count the work per slice by it)."""
+        self._sweeper = Slicer(self._sweep_step, parent=self)
         self.selection = Selection(self.stack)
         self._mouse = MouseSelection(self, self.stack, self.selection)
         self._mouse.dragged.connect(self._stop_following)
@@ -84,38 +121,160 @@ class ChatView(QScrollArea):
             app.focusChanged.connect(self._on_focus_changed)
 
     # -- building the conversation ------------------------------------------------------------
+    #
+    # A message is built at once when it is small and nothing is waiting; otherwise its work
+    # joins a queue that a Slicer works through a slice per event-loop turn, and every later
+    # call joins the queue behind it, so rows always land in the order they were asked for.
+
+    @property
+    def building(self) -> bool:
+        """Whether rows asked for are still being built (a slice per event-loop turn)."""
+        return bool(self._jobs)
+
+    def finish_building(self) -> None:
+        """Build everything still waiting, now."""
+        while self._jobs:
+            self._build_step(math.inf)
+        self._builder.cancel()
+
+    def _later(self, job: Job) -> None:
+        self._jobs.append(job)
+        if not self._builder.running:
+            self._builder.schedule()
+
+    def _now_or_later(self, action: Callable[[], None]) -> None:
+        if self._jobs:
+            self._later(_once(action))
+        else:
+            action()
+
+    def _build_step(self, deadline: float) -> bool:
+        self.slices += 1
+        # Finishing at once (an infinite deadline) has no limit per slice either.
+        self._slice_chars = 0 if math.isfinite(deadline) else -(10**18)
+        self._slice_rows = 0
+        while self._jobs:
+            if not self._jobs[0](deadline):
+                return False
+            self._jobs.popleft()
+            if self._jobs and time.perf_counter() > deadline:
+                return False
+        return True
+
+    def _feed_job(self, reply: ReplyRows, text: str, *, then_open: bool = True) -> Job:
+        """Feeds ``text`` to a reply in small pieces and makes their rows, a slice at a time.
+
+        ``then_open``: the reply goes on streaming, so the last piece shows its open blocks
+        (a whole reply, which finishes next, does not).
+        """
+        position = 0
+        size = FEED_CHARS
+
+        def step(deadline: float) -> bool:
+            nonlocal position, size
+            packing = reply.pack
+            reply.pack = True
+            try:
+                while True:
+                    if reply.pending:
+                        if not self._drain(reply, deadline):
+                            return False
+                    elif position >= len(text):
+                        return True
+                    elif self._slice_chars > 0 and (
+                        self._slice_chars + size > SLICE_CHARS or time.perf_counter() > deadline
+                    ):
+                        return False
+                    else:
+                        piece = text[position : position + size]
+                        position += len(piece)
+                        self._slice_chars += len(piece)
+                        last = position >= len(text)
+                        reply.append(piece, bulk=True, show_open=then_open and last)
+            finally:
+                reply.pack = packing
+
+        return step
+
+    def _finish_job(self, reply: ReplyRows, *, timed: bool) -> Job:
+        """Ends a reply, making the rows of its last blocks a slice at a time."""
+        started = False
+
+        def step(deadline: float) -> bool:
+            nonlocal started
+            if not started:
+                started = True
+                reply.finish(timed=timed, bulk=True)
+            return self._drain(reply, deadline)
+
+        return step
+
+    def _drain(self, reply: ReplyRows, deadline: float) -> bool:
+        """Makes a reply's waiting rows within the slice; returns whether none are left."""
+        if self._slice_rows >= BUILD_ROWS and math.isfinite(deadline):
+            return False
+        self._slice_rows += reply.drain(deadline, BUILD_ROWS if math.isfinite(deadline) else 10**9)
+        return not reply.pending
 
     def add_user_message(self, text: str) -> HeaderRow:
-        """Show a prompt the user sent (as plain text: it is never interpreted)."""
+        """Show a prompt the user sent (as plain text: it is never interpreted).
+
+        A long prompt is shown folded: only its first lines are laid out (see
+        :meth:`TextRow.set_plain`), so a 1 MB paste costs what a page does.
+        """
         you = QCoreApplication.translate("ChatView", "You")
         header = HeaderRow(you, lambda: text, prompt=True)
-        self.stack.append(header)
-        row = TextRow(self.theme, "user")
-        row.author = you
-        row.set_plain(text)
-        self.stack.append(row)
+
+        def build() -> None:
+            self.stack.append(header)
+            row = TextRow(self.theme, "user")
+            row.author = you
+            row.set_plain(text)
+            self.stack.append(row)
+
+        self._now_or_later(build)
         return header
 
     def begin_reply(self, speaker: str = "Floodgate") -> HeaderRow:
         """Start an empty reply that :meth:`append_to_reply` grows; returns its header."""
-        self._reply = ReplyRows(self, speaker)
-        return self._reply.header
+        self._reply = reply = ReplyRows(self, speaker, attach=False)
+        self._now_or_later(reply.attach)
+        return reply.header
 
     def add_reply(self, speaker: str, text: str) -> HeaderRow:
-        """Show a whole reply at once (a saved conversation); returns its header."""
-        reply = ReplyRows(self, speaker)
-        reply.append(text)
-        reply.finish(timed=False)
+        """Show a whole reply (a saved conversation); returns its header.
+
+        A long reply is built a slice per event-loop turn (see :attr:`building`).
+        """
+        reply = ReplyRows(self, speaker, attach=False)
+        if len(text) <= BULK_CHARS and not self._jobs:
+            reply.attach()
+            reply.append(text)
+            reply.finish(timed=False)
+        else:
+            reply.pack = True
+            self._now_or_later(reply.attach)
+            self._later(self._feed_job(reply, text, then_open=False))
+            self._later(self._finish_job(reply, timed=False))
         return reply.header
 
     def append_to_reply(self, text: str) -> None:
-        """Append streamed text to the reply in progress."""
-        self.show_progress("")
+        """Append streamed text to the reply in progress.
+
+        A huge piece (or one arriving while earlier pieces are still being built) is fed to
+        the reply in small pieces, a slice per event-loop turn, in order.
+        """
         if self._reply is None:
             self.begin_reply()
-            assert self._reply is not None
-        self._reply.append(text)
+        reply = self._reply
+        assert reply is not None
         self.updates += 1
+        if len(text) <= BULK_CHARS and not self._jobs:
+            self.show_progress("")
+            reply.append(text)
+            return
+        self._now_or_later(lambda: self.show_progress(""))
+        self._later(self._feed_job(reply, text))
 
     def show_progress(self, text: str) -> None:
         """Say, under the reply's header, how far the model is in reading the prompt.
@@ -123,6 +282,9 @@ class ChatView(QScrollArea):
         Updated in place (a few times a second); an empty ``text`` removes it, which happens
         before the reply's first text arrives, so it is always the bottom row.
         """
+        if self._jobs:
+            self._later(_once(lambda: self.show_progress(text)))
+            return
         row = self._progress
         if not text:
             if row is not None:
@@ -143,15 +305,24 @@ class ChatView(QScrollArea):
 
         A screen reader is told the reply once, here, never piece by piece.
         """
-        self.show_progress("")
         reply = self._reply
-        if reply is not None:
-            reply.finish()
         self._reply = None
-        if note:
-            self.add_note(note, error=error)
+
+        self._now_or_later(lambda: self.show_progress(""))
         if reply is not None:
-            self.announce_reply(reply.speaker, reply.answer_text(), note)
+            finish = self._finish_job(reply, timed=True)
+            self._slice_rows = 0
+            # Done in the call when it is small (it nearly always is), or later, in order.
+            if self._jobs or not finish(time.perf_counter() + HALF_A_FRAME_S):
+                self._later(finish)
+
+        def close() -> None:
+            if note:
+                self.add_note(note, error=error)
+            if reply is not None:
+                self.announce_reply(reply.speaker, reply.answer_text(), note)
+
+        self._now_or_later(close)
 
     def announce_reply(self, speaker: str, text: str, note: str = "") -> bool:
         """Have a screen reader say a finished reply; returns whether it could be announced."""
@@ -164,18 +335,34 @@ class ChatView(QScrollArea):
 
     def add_note(self, text: str, *, error: bool = False) -> None:
         """Show a line from the app itself (a notice or an error) in the conversation."""
-        row = TextRow(self.theme, "error" if error else "note")
-        row.set_plain(text)
-        self.stack.append(row)
+
+        def build() -> None:
+            row = TextRow(self.theme, "error" if error else "note")
+            row.set_plain(text)
+            self.stack.append(row)
+
+        self._now_or_later(build)
 
     def clear(self) -> None:
-        """Remove everything shown."""
+        """Remove everything shown, at once; the rows are deleted a slice per event-loop turn."""
+        self._jobs.clear()
+        self._builder.cancel()
         self._reply = None
         self._progress = None
         self.focus_ring.follow(None)
         self.selection.forget()
         self.messages.forget()
-        self.stack.clear()
+        if self.stack.take_all():
+            self._sweeper.schedule()
+
+    @property
+    def clearing(self) -> bool:
+        """Whether rows of a cleared conversation are still being deleted."""
+        return self.stack.doomed > 0
+
+    def _sweep_step(self, deadline: float) -> bool:
+        # Deleting thousands of rows in one turn froze New chat for seconds.
+        return self.stack.sweep(deadline, CLEAR_ROWS)
 
     def toPlainText(self) -> str:
         """Everything shown, as text (replies as the Markdown the model wrote)."""

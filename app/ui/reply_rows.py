@@ -7,6 +7,7 @@ keeps the rows of one Markdown stream, re-rendering only the still-open tail on 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from app.store.thinking import ThinkSplitter, ThinkUpdate
@@ -18,6 +19,23 @@ from app.ui.rows import TextRow, ThinkingRow
 
 if TYPE_CHECKING:
     from app.ui.chat_view import ChatView
+
+PACK_CHARS = 4000
+"""A row built in bulk (a saved reply, a huge piece) holds final text blocks up to this much
+Markdown: one widget per short paragraph would cost a 1 MB reply over 600 MB."""
+
+
+def _packable(block: Block) -> bool:
+    return block.kind == "text" and block.part == 0 and not block.continued
+
+
+def _packed(first: Block, then: Block) -> Block:
+    return Block(
+        "text",
+        html=first.html + then.html,
+        source=first.source + then.source,
+        continued=then.continued,
+    )
 
 
 class BlockRows:
@@ -36,14 +54,71 @@ class BlockRows:
         self.rows: list[Row] = []
         self._open: list[Row] = []
         self.hidden = False
+        self.pack = False
+        """Put final text blocks together in rows of up to :data:`PACK_CHARS` (bulk building:
+        nothing is streaming, so there is no open block to keep apart)."""
+        self._backlog: deque[Block] = deque()
+        self._tail: list[Block] | None = None
+        self._tail_shown = 0
 
-    def feed(self, text: str) -> None:
-        """Show more of the stream's text."""
-        self._show(self.stream.feed(text))
+    @property
+    def pending(self) -> bool:
+        """Whether blocks wait for :meth:`drain` to become rows."""
+        return bool(self._backlog) or self._tail is not None
 
-    def finish(self) -> None:
+    def feed(self, text: str, *, bulk: bool = False, show_open: bool = True) -> None:
+        """Show more of the stream's text.
+
+        ``bulk`` (a large text fed in pieces): the blocks wait for :meth:`drain`, which makes
+        their rows a few at a time. The open blocks, which the stream gives again on every
+        update (up to a few hundred held ones), are shown only by a feed with ``show_open``
+        (the last piece).
+        """
+        self._take(self.stream.feed(text), bulk=bulk, show_open=show_open)
+
+    def finish(self, *, bulk: bool = False) -> None:
         """The stream ended: its last blocks become final."""
-        self._show(self.stream.finish())
+        self._take(self.stream.finish(), bulk=bulk)
+
+    def _take(self, update: BlockUpdate, *, bulk: bool, show_open: bool = True) -> None:
+        if not bulk and not self.pending:
+            self._show(update)
+            return
+        for block in update.closed:
+            last = self._backlog[-1] if self._backlog else None
+            if (
+                self.pack
+                and last is not None
+                and _packable(last)
+                and _packable(block)
+                and len(last.source) + len(block.source) <= PACK_CHARS
+            ):
+                self._backlog[-1] = _packed(last, block)
+            else:
+                self._backlog.append(block)
+        self._tail = list(update.open) if show_open else None
+        self._tail_shown = 0
+
+    def drain(self, deadline: float, most: int) -> int:
+        """Make rows for waiting blocks until ``deadline`` or ``most`` rows; returns rows made."""
+        made = 0
+        while self._backlog and made < most:
+            before = len(self.rows)
+            self._show(BlockUpdate(closed=[self._backlog.popleft()]), show_open=False)
+            made += max(1, len(self.rows) - before)
+            if time.perf_counter() > deadline:
+                return made
+        while not self._backlog and self._tail is not None and made < most:
+            # The open blocks a few at a time too: rows already shown for them are kept.
+            shown = min(len(self._tail), self._tail_shown + most - made)
+            self._show(BlockUpdate(open=self._tail[:shown]))
+            made += max(1, shown - self._tail_shown)
+            self._tail_shown = shown
+            if shown >= len(self._tail):
+                self._tail = None
+            if time.perf_counter() > deadline:
+                break
+        return made
 
     def _new_row(self, block: Block) -> Row:
         row: CodeRow | TextRow
@@ -53,9 +128,38 @@ class BlockRows:
         row.set_block(block)
         return row
 
-    def _show(self, update: BlockUpdate) -> None:
+    def _pack(self, closed: list[Block]) -> list[Block]:
+        """Closed blocks put together: into the last final row, then with each other."""
+        final = len(self.rows) - len(self._open)
+        last = self.rows[final - 1] if final > 0 else None
+        if (
+            closed
+            and isinstance(last, TextRow)
+            and last.block is not None
+            and _packable(last.block)
+            and _packable(closed[0])
+            and len(last.block.source) + len(closed[0].source) <= PACK_CHARS
+        ):
+            if last.set_block(_packed(last.block, closed[0])):
+                self._view.stack.refresh(last)
+            closed = closed[1:]
+        packed: list[Block] = []
+        for block in closed:
+            if (
+                packed
+                and _packable(packed[-1])
+                and _packable(block)
+                and len(packed[-1].source) + len(block.source) <= PACK_CHARS
+            ):
+                packed[-1] = _packed(packed[-1], block)
+            else:
+                packed.append(block)
+        return packed
+
+    def _show(self, update: BlockUpdate, *, show_open: bool = True) -> None:
         stack = self._view.stack
-        blocks = update.closed + update.open
+        closed = self._pack(update.closed) if self.pack else update.closed
+        blocks = closed + update.open if show_open else closed
         kept: list[Row] = []
         for row, block in zip(self._open, blocks, strict=False):
             if row.kind != block.kind:
@@ -82,19 +186,20 @@ class BlockRows:
             kept.append(row)
             if self.hidden:
                 stack.set_visible([row], False)
-        self._open = kept[len(update.closed) :]
+        self._open = kept[len(closed) :]
 
 
 class ReplyRows:
     """One reply being shown: its header, an optional thinking section, and its answer."""
 
-    def __init__(self, view: ChatView, speaker: str) -> None:
+    def __init__(self, view: ChatView, speaker: str, *, attach: bool = True) -> None:
         self._view = view
-        self.text = ""
+        self._parts: list[str] = []
         self.speaker = speaker
         self.header = HeaderRow(speaker, lambda: self.text)
         self.header.spoken_text = self.answer_text
-        view.stack.append(self.header)
+        if attach:
+            self.attach()
         self._splitter = ThinkSplitter()
         self._thinking: BlockRows | None = None
         self.thinking_row: ThinkingRow | None = None
@@ -102,38 +207,76 @@ class ReplyRows:
         self._timed = True
         self.answer = BlockRows(view, "reply", speaker)
 
-    def append(self, text: str) -> None:
-        """Show more of the reply."""
-        self.text += text
-        self._apply(self._splitter.feed(text))
+    def attach(self) -> None:
+        """Put the reply's header at the bottom of the view (its text follows it)."""
+        self._view.stack.append(self.header)
 
-    def finish(self, *, timed: bool = True) -> None:
+    @property
+    def text(self) -> str:
+        """The reply's whole text so far."""
+        if len(self._parts) > 1:
+            # Joined when asked, not per piece: a reply fed in 500 chunks is not copied 500 times.
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    @property
+    def pack(self) -> bool:
+        """Whether final text blocks are put together in rows (see :attr:`BlockRows.pack`)."""
+        return self.answer.pack
+
+    @pack.setter
+    def pack(self, pack: bool) -> None:
+        self.answer.pack = pack
+        if self._thinking is not None:
+            self._thinking.pack = pack
+
+    def append(self, text: str, *, bulk: bool = False, show_open: bool = True) -> None:
+        """Show more of the reply (``bulk``, ``show_open``: see :meth:`BlockRows.feed`)."""
+        self._parts.append(text)
+        self._apply(self._splitter.feed(text), bulk=bulk, show_open=show_open)
+
+    def finish(self, *, timed: bool = True, bulk: bool = False) -> None:
         """The reply ended (``timed``: it streamed, so its thinking has a duration)."""
         if not timed:
             self._timed = False
-        self._apply(self._splitter.finish())
+        self._apply(self._splitter.finish(), bulk=bulk)
         if self.thinking_row is not None and not self.thinking_row.done:
-            self._end_thinking()  # stopped (or ended) while still thinking
-        self.answer.finish()
+            self._end_thinking(bulk=bulk)  # stopped (or ended) while still thinking
+        self.answer.finish(bulk=bulk)
 
-    def _apply(self, update: ThinkUpdate) -> None:
+    @property
+    def pending(self) -> bool:
+        """Whether blocks of the reply wait for :meth:`drain` to become rows."""
+        return self.answer.pending or (self._thinking is not None and self._thinking.pending)
+
+    def drain(self, deadline: float, most: int) -> int:
+        """Make rows for waiting blocks, the thinking's first; returns rows made."""
+        made = 0
+        if self._thinking is not None and self._thinking.pending:
+            made = self._thinking.drain(deadline, most)
+            if self._thinking.pending:
+                return made
+        return made + self.answer.drain(deadline, most - made)
+
+    def _apply(self, update: ThinkUpdate, *, bulk: bool = False, show_open: bool = True) -> None:
         if update.thinking_started:
             self.thinking_row = ThinkingRow(self._toggle_thinking)
             self.thinking_row.author = self.speaker
             self._view.stack.append(self.thinking_row)
             self._thinking = BlockRows(self._view, "thinking", self.speaker)
+            self._thinking.pack = self.answer.pack
             self._thinking_began = time.monotonic()
         if update.thinking and self._thinking is not None:
-            self._thinking.feed(update.thinking)
+            self._thinking.feed(update.thinking, bulk=bulk, show_open=show_open)
         if update.thinking_ended:
-            self._end_thinking()
+            self._end_thinking(bulk=bulk)
         if update.answer:
-            self.answer.feed(update.answer)
+            self.answer.feed(update.answer, bulk=bulk, show_open=show_open)
 
-    def _end_thinking(self) -> None:
+    def _end_thinking(self, *, bulk: bool = False) -> None:
         assert self._thinking is not None
         assert self.thinking_row is not None
-        self._thinking.finish()
+        self._thinking.finish(bulk=bulk)
         # A reply loaded from the history has no timing: its header just says "Thoughts".
         seconds = time.monotonic() - self._thinking_began if self._timed else None
         self.thinking_row.set_done(seconds)

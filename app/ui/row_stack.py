@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtWidgets import QWidget
+from shiboken6 import Shiboken
 
 from app.ui.row_base import Row
 
@@ -41,6 +42,10 @@ class RowStack(QWidget):
         self._hidden: set[int] = set()
         self.on_append: Callable[[int, Row], None] | None = None
         """Told of each row appended, with its index (the selection paints new rows)."""
+        self._doomed: list[tuple[int, Row]] = []
+        """Rows taken away by :meth:`take_all`, not hidden yet: their tops, highest first."""
+        self._hidden_doomed: list[Row] = []
+        """Rows taken away and hidden, waiting to be deleted."""
 
     @property
     def tops(self) -> list[int]:
@@ -65,6 +70,16 @@ class RowStack(QWidget):
     def _bottom(self) -> int:
         return self._tops[-1] + self._heights[-1] if self.rows else 0
 
+    def _grow_to(self, width: int, height: int) -> None:
+        # Old rows still waiting to be deleted lie under the new ones; the stack's own height
+        # clips them, so only those the new height uncovers need hiding, as it grows.
+        doomed = self._doomed
+        while doomed and doomed[-1][0] < height:
+            row = doomed.pop()[1]
+            row.hide()
+            self._hidden_doomed.append(row)
+        self.resize(width, height)
+
     def row_at(self, y: int) -> int:
         """The index of the row at height ``y`` (the last one if ``y`` is below all)."""
         return max(0, bisect.bisect_right(self._tops, y) - 1)
@@ -81,7 +96,7 @@ class RowStack(QWidget):
         row.setGeometry(0, self._tops[-1], self.width(), self._heights[-1])
         row.show()
         row.height_changed.connect(functools.partial(self.refresh, row))
-        self.resize(self.width(), self._bottom())
+        self._grow_to(self.width(), self._bottom())
         if self.on_append is not None:
             self.on_append(len(self.rows) - 1, row)
 
@@ -130,12 +145,46 @@ class RowStack(QWidget):
             row.deleteLater()
         del self.rows[first:], self._tops[first:], self._heights[first:]
         del self._measured_at[first:]
-        self.resize(self.width(), self._bottom())
+        self._grow_to(self.width(), self._bottom())
 
     def clear(self) -> None:
         """Remove every row."""
         if self.rows:
             self.remove_tail(list(self.rows))
+
+    def take_all(self) -> int:
+        """Remove every row at once, leaving their deletion to :meth:`sweep`.
+
+        Nothing is done per row here: the stack shrinks to nothing, which hides them all, and
+        a row is hidden only when new rows grow the stack over it. Returns how many rows wait.
+        """
+        taken = list(zip(self._tops, self.rows, strict=True))
+        self.rows, self._tops, self._heights, self._measured_at = [], [], [], []
+        self._index.clear()
+        self._hidden.clear()
+        taken.reverse()
+        self._doomed = sorted(self._doomed + taken, key=lambda pair: -pair[0])
+        self._grow_to(self.width(), 0)
+        return self.doomed
+
+    @property
+    def doomed(self) -> int:
+        """Rows taken away by :meth:`take_all` and not deleted yet."""
+        return len(self._doomed) + len(self._hidden_doomed)
+
+    def sweep(self, deadline: float, most: int) -> bool:
+        """Delete up to ``most`` taken rows until ``deadline``; returns whether none are left."""
+        for _ in range(most):
+            if self._hidden_doomed:
+                row = self._hidden_doomed.pop()
+            elif self._doomed:
+                row = self._doomed.pop(0)[1]  # the lowest first: new rows uncover the top
+            else:
+                break
+            Shiboken.delete(row)
+            if time.perf_counter() > deadline:
+                break
+        return not self.doomed
 
     def set_width(self, width: int, shown_from: int = 0, shown_to: int = 0) -> int:
         """Take a new width (window resize, theme change); returns how many rows are stale.
@@ -183,4 +232,4 @@ class RowStack(QWidget):
                 self.rows[i].setGeometry(0, self._tops[i], width, self._heights[i])
             else:
                 self.rows[i].move(0, self._tops[i])
-        self.resize(width, self._bottom())
+        self._grow_to(width, self._bottom())
