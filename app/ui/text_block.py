@@ -72,6 +72,8 @@ class TextBlock(QWidget):
         self._wrap = wrap
         self._format = Qt.TextFormat.PlainText
         self._plain: str | None = ""
+        self._full: str | None = None
+        """The whole text, when the document holds only its beginning (a folded prompt)."""
         self._html = ""
         self._selection = (0, 0)
         self._palette: QPalette | None = None
@@ -86,17 +88,31 @@ class TextBlock(QWidget):
 
     # -- content ------------------------------------------------------------------------------
 
-    def set_plain(self, text: str) -> None:
-        """Show text as it is: never interpreted as markup."""
+    def set_plain(self, text: str, *, shown: str | None = None) -> None:
+        """Show text as it is: never interpreted as markup.
+
+        Args:
+            text: the text.
+            shown: only this beginning of it is laid out (a folded 1 MB paste would take
+                hundreds of milliseconds and megabytes to lay out whole); copying and the
+                selection's offsets still cover all of ``text``.
+        """
         self._format = Qt.TextFormat.PlainText
-        self.document.setPlainText(text)
+        self._full = None if shown is None else text
+        self.document.setPlainText(text if shown is None else shown)
         self._plain = None
         self._changed()
+
+    @property
+    def cut(self) -> bool:
+        """Whether only the beginning of the text is laid out."""
+        return self._full is not None
 
     def set_html(self, html: str) -> None:
         """Show rich text (safe HTML made by :mod:`app.ui.markdown` or Pygments)."""
         self._format = Qt.TextFormat.RichText
         self._html = html
+        self._full = None
         self.document.setHtml(html)
         self._plain = None
         self._changed()
@@ -113,12 +129,19 @@ class TextBlock(QWidget):
 
     def plain_text(self) -> str:
         """The text as shown, without markup."""
+        if self._full is not None:
+            return self._full
         if self._plain is None:
             self._plain = as_plain(self.document.toPlainText())
         return self._plain
 
     def length(self) -> int:
         """How many character positions the text has (selection offsets run 0 to this)."""
+        if self._full is not None:
+            return len(self._full)
+        return self._laid_out()
+
+    def _laid_out(self) -> int:
         return self.document.characterCount() - 1
 
     def _changed(self) -> None:
@@ -188,7 +211,7 @@ class TextBlock(QWidget):
         """The character position nearest ``point`` (in this widget's coordinates)."""
         layout = self.document.documentLayout()
         position = layout.hitTest(self._to_document(point), Qt.HitTestAccuracy.FuzzyHit)
-        return min(max(position, 0), self.length())
+        return min(max(position, 0), self._laid_out())
 
     def anchor_at(self, point: QPoint) -> str:
         """The address of the link at ``point``, or ``""``."""
@@ -197,7 +220,7 @@ class TextBlock(QWidget):
     def word_at(self, position: int) -> tuple[int, int]:
         """The start and end of the word around ``position``."""
         cursor = QTextCursor(self.document)
-        cursor.setPosition(min(position, self.length()))
+        cursor.setPosition(min(position, self._laid_out()))
         cursor.select(QTextCursor.SelectionType.WordUnderCursor)
         return cursor.selectionStart(), cursor.selectionEnd()
 
@@ -218,6 +241,8 @@ class TextBlock(QWidget):
         start, end = self._selection
         if start == end:
             return ""
+        if self._full is not None:
+            return self._full[start:end]
         cursor = QTextCursor(self.document)
         cursor.setPosition(min(start, self.length()))
         cursor.setPosition(min(end, self.length()), QTextCursor.MoveMode.KeepAnchor)
@@ -247,8 +272,8 @@ class TextBlock(QWidget):
         if start != end:
             chosen = QAbstractTextDocumentLayout.Selection()
             cursor = QTextCursor(self.document)
-            cursor.setPosition(min(start, self.length()))
-            cursor.setPosition(min(end, self.length()), QTextCursor.MoveMode.KeepAnchor)
+            cursor.setPosition(min(start, self._laid_out()))
+            cursor.setPosition(min(end, self._laid_out()), QTextCursor.MoveMode.KeepAnchor)
             chosen.cursor = cursor
             look = QTextCharFormat()
             look.setBackground(palette.color(QPalette.ColorRole.Highlight))
