@@ -106,6 +106,7 @@ class ChatView(QScrollArea):
         self._builder = Slicer(self._build_step, parent=self)
         self._slice_chars = 0
         self._slice_rows = 0
+        self._in_job = False
         self.slices = 0
         """Slices of building done (tests and the bench count the work per slice by it)."""
         self._sweeper = Slicer(self._sweep_step, parent=self)
@@ -143,7 +144,8 @@ class ChatView(QScrollArea):
             self._builder.schedule()
 
     def _now_or_later(self, action: Callable[[], None]) -> None:
-        if self._jobs:
+        # A job's own calls (a note after a reply) are its work: done in it, not queued.
+        if self._jobs and not self._in_job:
             self._later(_once(action))
         else:
             action()
@@ -154,7 +156,12 @@ class ChatView(QScrollArea):
         self._slice_chars = 0 if math.isfinite(deadline) else -(10**18)
         self._slice_rows = 0
         while self._jobs:
-            if not self._jobs[0](deadline):
+            self._in_job = True
+            try:
+                done = self._jobs[0](deadline)
+            finally:
+                self._in_job = False
+            if not done:
                 return False
             self._jobs.popleft()
             if self._jobs and time.perf_counter() > deadline:
@@ -270,10 +277,10 @@ class ChatView(QScrollArea):
         assert reply is not None
         self.updates += 1
         if len(text) <= BULK_CHARS and not self._jobs:
-            self.show_progress("")
+            self._show_progress_now("")
             reply.append(text)
             return
-        self._now_or_later(lambda: self.show_progress(""))
+        self._now_or_later(lambda: self._show_progress_now(""))
         self._later(self._feed_job(reply, text))
 
     def show_progress(self, text: str) -> None:
@@ -282,9 +289,9 @@ class ChatView(QScrollArea):
         Updated in place (a few times a second); an empty ``text`` removes it, which happens
         before the reply's first text arrives, so it is always the bottom row.
         """
-        if self._jobs:
-            self._later(_once(lambda: self.show_progress(text)))
-            return
+        self._now_or_later(lambda: self._show_progress_now(text))
+
+    def _show_progress_now(self, text: str) -> None:
         row = self._progress
         if not text:
             if row is not None:
@@ -308,7 +315,7 @@ class ChatView(QScrollArea):
         reply = self._reply
         self._reply = None
 
-        self._now_or_later(lambda: self.show_progress(""))
+        self._now_or_later(lambda: self._show_progress_now(""))
         if reply is not None:
             finish = self._finish_job(reply, timed=True)
             self._slice_rows = 0

@@ -1,0 +1,236 @@
+"""Large messages in the chat view: built, streamed and cleared a bounded slice at a time.
+
+Each test counts the work done per event-loop turn (characters fed to the Markdown stream,
+rows made), never the time it takes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.ui import chat_view as chat_view_module
+from app.ui.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
+from app.ui.markdown import MarkdownStream
+from app.ui.row_base import Row
+from app.ui.rows import PREVIEW_CHARS, TextRow
+
+
+def words(text: str) -> str:
+    """The text without its white space (rows join blocks and segments with a line break)."""
+    return "".join(text.split())
+
+
+def shows(view: ChatView, text: str) -> bool:
+    """Whether the view shows all of ``text``, in order."""
+    return words(text) in words(view.toPlainText())
+
+
+def markdown(size: int) -> str:
+    """Mixed Markdown (headings, lists, code, tables, quotes) of about ``size`` characters."""
+    parts: list[str] = []
+    n = i = 0
+    while n < size:
+        kind = i % 5
+        if kind == 0:
+            part = f"## Section {i}\n\nSome *emphasis* and `code`, paragraph {i}.\n\n"
+        elif kind == 1:
+            part = "".join(f"- item {i}.{j} with **bold**\n" for j in range(3)) + "\n"
+        elif kind == 2:
+            part = f"```python\nprint({i})\n```\n\n"
+        elif kind == 3:
+            part = "| a | b |\n|---|---|\n" + "".join(f"| {j} | {j * 2} |\n" for j in range(3))
+            part += "\n"
+        else:
+            part = f"> a quote {i}\n\n"
+        parts.append(part)
+        n += len(part)
+        i += 1
+    return "".join(parts)
+
+
+@pytest.fixture
+def view(qtbot: QtBot) -> ChatView:
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+@pytest.fixture
+def feeds(monkeypatch: pytest.MonkeyPatch, view: ChatView) -> list[tuple[int, int]]:
+    """Every feed to a Markdown stream, as (the view's slice number, characters fed)."""
+    seen: list[tuple[int, int]] = []
+    feed = MarkdownStream.feed
+
+    def counting(stream: MarkdownStream, text: str) -> object:
+        seen.append((view.slices, len(text)))
+        return feed(stream, text)
+
+    monkeypatch.setattr(MarkdownStream, "feed", counting)
+    return seen
+
+
+def rows_per_slice(view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Let the view build, a slice per turn; returns how many rows each slice added."""
+    per: dict[int, int] = {}
+    append = view.stack.append
+
+    def counting(row: Row) -> None:
+        per[view.slices] = per.get(view.slices, 0) + 1
+        append(row)
+
+    monkeypatch.setattr(view.stack, "append", counting)
+    qtbot.waitUntil(lambda: not view.building, timeout=60000)
+    return list(per.values())
+
+
+def chars_per_slice(feeds: list[tuple[int, int]]) -> dict[int, int]:
+    per: dict[int, int] = {}
+    for slice_number, size in feeds:
+        per[slice_number] = per.get(slice_number, 0) + size
+    return per
+
+
+def test_a_huge_piece_is_fed_in_bounded_pieces_a_slice_per_turn(
+    view: ChatView, qtbot: QtBot, feeds: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = markdown(200_000)
+    view.begin_reply("Model")
+    view.append_to_reply(text)
+    assert view.building  # the call returned before the work was done
+    assert sum(size for _, size in feeds) < len(text)
+    made = rows_per_slice(view, qtbot, monkeypatch)
+    view.end_reply()
+    qtbot.waitUntil(lambda: not view.building, timeout=60000)
+    assert max(size for _, size in feeds) <= FEED_CHARS
+    assert max(chars_per_slice(feeds).values()) <= SLICE_CHARS
+    assert max(made) <= BUILD_ROWS + 1
+    assert sum(size for _, size in feeds) == len(text)
+    assert shows(view, text)
+
+
+def test_one_huge_line_is_fed_in_bounded_pieces(
+    view: ChatView, qtbot: QtBot, feeds: list[tuple[int, int]]
+) -> None:
+    line = "word " * 40_000
+    view.add_reply("Model", line)
+    assert view.building
+    qtbot.waitUntil(lambda: not view.building, timeout=60000)
+    assert max(size for _, size in feeds) <= FEED_CHARS
+    assert max(chars_per_slice(feeds).values()) <= SLICE_CHARS
+    assert shows(view, line)
+
+
+def test_later_calls_land_after_the_pending_pieces_in_order(view: ChatView, qtbot: QtBot) -> None:
+    text = markdown(100_000)
+    view.begin_reply("Model")
+    view.append_to_reply(text)
+    view.append_to_reply("\n\nTHE LAST WORDS")
+    view.end_reply("Stopped.")
+    view.add_user_message("the next prompt")
+    assert view.building
+    qtbot.waitUntil(lambda: not view.building, timeout=30000)
+    shown = view.toPlainText()
+    assert shown.index("THE LAST WORDS") > shown.index("Section 0")
+    assert shown.index("Stopped.") > shown.index("THE LAST WORDS")
+    assert shown.index("the next prompt") > shown.index("Stopped.")
+
+
+def test_finish_building_does_everything_left_at_once(view: ChatView) -> None:
+    text = markdown(60_000)
+    view.add_reply("Model", text)
+    view.add_note("after")
+    assert view.building
+    view.finish_building()
+    assert not view.building
+    shown = view.toPlainText()
+    assert words(text) in words(shown)
+    assert shown.endswith("after")
+
+
+def test_a_reopened_huge_reply_is_built_over_turns_in_few_rows(
+    view: ChatView, qtbot: QtBot, feeds: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = markdown(200_000)
+    view.add_reply("Model", text)
+    made = rows_per_slice(view, qtbot, monkeypatch)
+    assert len(made) > 10
+    assert max(made) <= BUILD_ROWS + 1
+    assert max(chars_per_slice(feeds).values()) <= SLICE_CHARS
+    # Final text blocks share rows: far fewer widgets than blocks.
+    text_rows = [row for row in view.stack.rows if isinstance(row, TextRow)]
+    assert len(text_rows) < text.count("## Section") * 2
+    assert shows(view, text)
+
+
+def test_clear_hides_everything_at_once_and_deletes_it_a_slice_at_a_time(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view.add_reply("Model", markdown(100_000))
+    view.finish_building()
+    count = len(view.stack.rows)
+    monkeypatch.setattr(chat_view_module, "CLEAR_ROWS", 10)
+    view.clear()
+    assert view.stack.rows == []
+    assert view.toPlainText() == ""
+    assert view.stack.height() == 0  # nothing of the old rows can show
+    assert view.clearing
+    view.add_user_message("a new chat")
+    assert view.toPlainText().endswith("a new chat")
+    deleted: list[int] = []
+    sweep = view.stack.sweep
+
+    def counting(deadline: float, most: int) -> bool:
+        left = view.stack.doomed
+        done = sweep(deadline, most)
+        deleted.append(left - view.stack.doomed)
+        return done
+
+    monkeypatch.setattr(view.stack, "sweep", counting)
+    qtbot.waitUntil(lambda: not view.clearing, timeout=30000)
+    assert max(deleted) <= 10
+    assert sum(deleted) == count
+    assert view.toPlainText().endswith("a new chat")
+
+
+def test_a_huge_prompt_is_folded_without_laying_out_its_text(view: ChatView) -> None:
+    prompt = "\n".join(f"line {i} of a long paste" for i in range(40_000))
+    view.add_user_message(prompt)
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.label.document.characterCount() <= PREVIEW_CHARS + 1
+    assert row.fold_button is not None
+    assert not row.fold_button.isHidden()
+    assert row.plain_text() == prompt
+    view.select_all()
+    assert view.selected_text().endswith("line 39999 of a long paste")
+    row.fold_button.click()
+    assert row.label.document.characterCount() == len(prompt) + 1
+
+
+def test_a_huge_one_line_prompt_is_folded_too(view: ChatView) -> None:
+    prompt = "word " * 200_000
+    view.add_user_message(prompt)
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.label.document.characterCount() <= PREVIEW_CHARS + 1
+    assert row.fold_button is not None
+    assert not row.fold_button.isHidden()
+    assert row.plain_text() == prompt
+
+
+def test_a_table_streamed_fast_feeds_each_frame_once(
+    view: ChatView, feeds: list[tuple[int, int]]
+) -> None:
+    lines = ["| a | b | c |\n", "|---|---|---|\n"]
+    lines += [f"| {j} | {j * 2} | **{j * 3}** |\n" for j in range(5000)]
+    view.begin_reply("Model")
+    for i in range(0, len(lines), 17):  # 1,000 rows a second at 60 frames a second
+        view.append_to_reply("".join(lines[i : i + 17]))
+        assert not view.building  # a frame's piece is applied in the frame
+    view.end_reply()
+    assert len(feeds) == len(range(0, len(lines), 17))
+    assert view.toPlainText().rstrip().endswith("| 4999 | 9998 | **14997** |")
