@@ -7,6 +7,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QTextCursor
+from pytestqt.qtbot import QtBot
 
 from app.engine import EngineOptions, StopSignal
 from app.engine.documents import Attachment, content_with_attachments, read_document
@@ -16,7 +19,10 @@ from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader
 from app.flow.reply import prompt_for_model
 from app.flow.session import ChatSession, ModelState
-from tests.conftest import Loop, run_until
+from app.ui.main_window import MainWindow
+from app.ui.rows import HeaderRow
+from app.ui.transcript import AttachmentDialog
+from tests.conftest import Loop, run_for, run_until
 
 FACT = "The lighthouse keeper's cat is named Biscuit.\n"
 
@@ -205,3 +211,166 @@ def test_the_real_model_reads_the_file_once_and_answers_from_it(
         first_prompt,
     )
     loop.run_until_complete(session.close())
+
+
+# The window.
+
+
+def open_window(qtbot: QtBot, session: ChatSession) -> MainWindow:
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def headers(window: MainWindow) -> list[HeaderRow]:
+    return [r for r in window.view.stack.rows if isinstance(r, HeaderRow)]
+
+
+def file_urls(*paths: Path) -> QMimeData:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    return mime
+
+
+def test_attach_remove_by_keyboard_send_and_open_the_chip(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["Biscuit."], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    tray = window.tray
+    assert window.attach_button.accessibleName() == "Attach files"
+    assert "Ctrl+Shift+A" in window.attach_button.toolTip()
+    assert window.menus.attach_action.shortcut().toString() == "Ctrl+Shift+A"
+    (tmp_path / "facts.txt").write_text(FACT)
+    (tmp_path / "other.py").write_text("print('hi')\n")
+    window.attach([tmp_path / "facts.txt", tmp_path / "other.py"])
+    run_until(loop, lambda: tray.names() and not tray.busy)
+    assert [a.name for a in tray.attachments()] == ["facts.txt", "other.py"]
+    summary = tray.chip("facts.txt").summary.text()  # type: ignore[union-attr]
+    assert "facts.txt" in summary
+    assert "tokens" in summary
+    run_until(loop, lambda: tray.total.isVisible() and "left in the context" in tray.total.text())
+    window.grab().save(str(tmp_path / "tray.png"))
+
+    remove = tray.chip("other.py").remove_button  # type: ignore[union-attr]
+    remove.setFocus()
+    qtbot.keyClick(remove, Qt.Key.Key_Space)
+    assert tray.names() == ["facts.txt"]
+
+    window.composer.setPlainText("What is the cat's name?")
+    qtbot.keyClick(window.composer, Qt.Key.Key_Return)
+    run_until(loop, lambda: not window.session.generating and bool(backend.received))
+    assert backend.received[-1][-1]["content"].startswith("File: facts.txt\n```\n" + FACT)
+    assert tray.names() == []
+    assert not tray.isVisible()
+
+    chips = [b for k, b in headers(window)[0].buttons.items() if k.startswith("attachment")]
+    assert len(chips) == 1
+    assert chips[0].text().endswith("facts.txt · 11 tokens")
+    assert chips[0].isVisible()
+    header = headers(window)[0]
+    run_until(loop, lambda: chips[0].x() > 0)
+    others = [b for k, b in header.buttons.items() if b.isVisible() and b is not chips[0]]
+    assert chips[0].geometry().right() < min(b.x() for b in others)  # beside them, not over
+    assert chips[0].y() == header.buttons["copy"].y()
+    window.grab().save(str(tmp_path / "window.png"))
+    chips[0].click()
+    dialogs = [w for w in window.findChildren(AttachmentDialog) if w.isVisible()]
+    assert len(dialogs) == 1
+    assert dialogs[0].text.toPlainText() == FACT
+    assert dialogs[0].text.isReadOnly()
+    dialogs[0].close()
+
+
+def test_drop_and_paste_files_attach_them_and_text_stays_text(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    window = open_window(qtbot, ready(loop, ScriptedBackend(rate=1000)))
+    (tmp_path / "dropped.md").write_text("# Dropped\n")
+    (tmp_path / "pasted.csv").write_text("a,b\n1,2\n")
+    mime = file_urls(tmp_path / "dropped.md")
+    position = QPointF(window.rect().center())
+    drop = QDropEvent(
+        position,
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dropEvent(drop)
+    assert drop.isAccepted()
+    window.composer.setPlainText("keep me")
+    window.composer.insertFromMimeData(file_urls(tmp_path / "pasted.csv"))
+    assert window.composer.toPlainText() == "keep me"  # no file address typed in
+    run_until(loop, lambda: len(window.tray.attachments()) == 2)
+    assert window.tray.names() == ["dropped.md", "pasted.csv"]
+    text = QMimeData()
+    text.setText(" and more")
+    window.composer.moveCursor(QTextCursor.MoveOperation.End)
+    window.composer.insertFromMimeData(text)
+    assert window.composer.toPlainText() == "keep me and more"
+    assert window.composer.canInsertFromMimeData(file_urls(tmp_path / "pasted.csv"))
+
+
+def test_a_bad_file_gets_its_sentence_and_the_prompt_is_untouched(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["ok"], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    (tmp_path / "photo.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    (tmp_path / "facts.txt").write_text(FACT)
+    window.composer.setPlainText("my question")
+    window.attach([tmp_path / "photo.txt", tmp_path / "facts.txt"])
+    run_until(loop, lambda: not window.tray.busy)
+    chip = window.tray.chip("photo.txt")
+    assert chip is not None
+    assert "is an image" in chip.problem.text()
+    assert chip.problem.isVisible()
+    assert [a.name for a in window.tray.attachments()] == ["facts.txt"]
+    assert window.composer.toPlainText() == "my question"
+    window.send()  # the bad one is not sent; the good one is
+    run_until(loop, lambda: bool(backend.received) and not window.session.generating)
+    sent = backend.received[-1][-1]["content"]
+    assert "File: facts.txt" in sent
+    assert "photo" not in sent
+
+
+def test_send_refuses_while_files_do_not_fit(qtbot: QtBot, loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["ok"], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    (tmp_path / "facts.txt").write_text(FACT * 40)
+    window.attach([tmp_path / "facts.txt"])
+    run_until(loop, lambda: bool(window.tray.attachments()))
+    run_for(loop, 0.1)  # the room was measured
+    window.tray.set_room(10)
+    window.composer.setPlainText("Too much?")
+    window.send()
+    assert backend.received == []
+    assert "do not fit" in window.statusBar().currentMessage()
+    assert window.composer.toPlainText() == "Too much?"
+    assert window.tray.names() == ["facts.txt"]
+
+
+def test_the_chip_is_in_the_prompt_after_a_restart(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    path = tmp_path / "history.sqlite3"
+    archive, _ = loop.run_until_complete(Archive.open(path))
+    session = ready(loop, ScriptedBackend(["Biscuit."], rate=1000), archive)
+    session.send("Name?", [attachment(tmp_path)])
+    run_until(loop, lambda: not session.generating)
+    conversation_id = session.conversation.id
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(archive.flush())
+    loop.run_until_complete(archive.close())
+
+    archive, _ = loop.run_until_complete(Archive.open(path))
+    window = open_window(qtbot, ready(loop, ScriptedBackend(rate=1000), archive))
+    window.open_conversation(conversation_id)
+    run_until(loop, lambda: len(headers(window)) == 2 and not window.rendering)
+    chips = [b for k, b in headers(window)[0].buttons.items() if k.startswith("attachment")]
+    assert [c.text().removeprefix("\N{PAPERCLIP} ") for c in chips] == ["facts.txt · 7 tokens"]
+    loop.run_until_complete(window.session.close())
+    loop.run_until_complete(archive.close())

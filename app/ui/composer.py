@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
+from typing_extensions import override
+
+from app.ui.attachment_tray import has_files, paths_from_mime
 
 
 class Composer(QPlainTextEdit):
@@ -13,10 +16,13 @@ class Composer(QPlainTextEdit):
     Signals:
         submitted(): Enter (or keypad Enter) was pressed without Shift.
         stop_requested(): Esc was pressed (the window's Esc shortcut covers other widgets).
+        files_pasted(list[Path]): files copied in a file manager were pasted (or dropped) here;
+            they are for attaching, so their addresses are not inserted as text.
     """
 
     submitted = Signal()
     stop_requested = Signal()
+    files_pasted = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -48,3 +54,16 @@ class Composer(QPlainTextEdit):
             self.submitted.emit()
             return
         super().keyPressEvent(event)
+
+    @override
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return has_files(source) or super().canInsertFromMimeData(source)
+
+    @override
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """Files (pasted or dropped) become attachments; anything else is inserted as text."""
+        paths = paths_from_mime(source)
+        if paths:
+            self.files_pasted.emit(paths)
+            return
+        super().insertFromMimeData(source)

@@ -7,29 +7,43 @@ from collections.abc import Coroutine
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import (
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QIcon,
+    QKeySequence,
+    QShortcut,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from app.engine import ModelInfo
+from app.engine.documents import Attachment
+from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui import chat_dialogs
+from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
-from app.ui.menus import WindowMenus
+from app.ui.menus import ATTACH_SHORTCUT, WindowMenus
 from app.ui.saving_banner import SavingBanner
 from app.ui.trace_recording import TraceRecording
-from app.ui.transcript import APP_NAME, Transcript
+from app.ui.transcript import APP_NAME, Transcript, has_paperclip
 
 
 class MainWindow(QMainWindow):
@@ -54,6 +68,8 @@ class MainWindow(QMainWindow):
         self._tasks: set[asyncio.Future[object]] = set()
         self._refresh_pending = False
         self._deleted: str | None = None
+        self._room_asked = 0  # the newest question about the room left; older answers are stale
+        self._file_dialog: QFileDialog | None = None
         self._build_central()
         self._build_docks()
         self.transcript = Transcript(
@@ -66,6 +82,7 @@ class MainWindow(QMainWindow):
                 "clear_cache": self.clear_prompt_cache,
                 "quit": self.close,
                 "new": self.new_chat,
+                "attach": self.choose_attachments,
                 "regenerate": session.regenerate,
                 "system_prompt": lambda: chat_dialogs.edit_system_prompt(self, session),
                 "conversation_settings": lambda: chat_dialogs.edit_conversation_settings(
@@ -97,6 +114,17 @@ class MainWindow(QMainWindow):
         self.send_button = QPushButton()
         self.send_button.setObjectName("sendButton")
         self.send_button.setDefault(True)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        icon = QIcon.fromTheme("mail-attachment")
+        if not icon.isNull():
+            self.attach_button.setIcon(icon)
+        self.attach_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.tray = AttachmentTray()
+        self.reader = AttachmentReader(
+            self.session.count_tokens, prefill_rate=lambda: self.session.prefill_rate, parent=self
+        )
+        self.setAcceptDrops(True)
         self.state_label = QLabel(self.session.describe_state())
         self.state_label.setObjectName("stateLabel")
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)  # model names, server errors
@@ -110,12 +138,14 @@ class MainWindow(QMainWindow):
         )
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
+        row.addWidget(self.attach_button)
         row.addWidget(self.send_button)
         column = QVBoxLayout()
         column.addWidget(self.view, 1)
         column.addWidget(self.saving_banner)
         column.addWidget(self.edit_banner)
         column.addLayout(row)
+        column.addWidget(self.tray)
         central = QWidget()
         central.setLayout(column)
         self.setCentralWidget(central)
@@ -143,6 +173,17 @@ class MainWindow(QMainWindow):
         self.composer.submitted.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
         self.send_button.clicked.connect(self._on_send_button)
+        self.attach_button.clicked.connect(self.choose_attachments)
+        self.composer.files_pasted.connect(self.attach)
+        reader, tray = self.reader, self.tray
+        reader.started.connect(lambda name, _path: tray.add_reading(name))
+        reader.progress.connect(tray.show_progress)
+        reader.ready.connect(tray.show_ready)
+        reader.failed.connect(tray.show_failed)
+        reader.cancelled.connect(tray.show_cancelled)
+        tray.cancel_requested.connect(reader.cancel)
+        tray.include_part_requested.connect(self._include_part)
+        session.conversation_loaded.connect(self.refresh_room)
         session.state_changed.connect(self._on_state_changed)
         session.model_changed.connect(self._on_model_changed)
         session.notice.connect(self._on_notice)
@@ -177,6 +218,17 @@ class MainWindow(QMainWindow):
             self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
         )
         self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
+        self.attach_button.setAccessibleName(self.tr("Attach files"))
+        if self.attach_button.icon().isNull():
+            paperclip = has_paperclip(self.attach_button.fontMetrics())
+            self.attach_button.setText("\N{PAPERCLIP}" if paperclip else self.tr("Attach…"))
+        self.attach_button.setToolTip(
+            self.tr("Attach files to the next message ({shortcut})").format(
+                shortcut=QKeySequence(ATTACH_SHORTCUT).toString(
+                    QKeySequence.SequenceFormat.NativeText
+                )
+            )
+        )
         self._show_send_state()
         self.composer.retranslate()
         self.diagnostics.retranslate()
@@ -200,22 +252,115 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def send(self) -> None:
-        """Send what the composer holds; a blank prompt is not sent."""
+        """Send what the composer holds, with the files attached; a blank prompt is not sent."""
         if self.session.generating:
             return
         text = self.composer.toPlainText()
-        if not text.strip():
+        tray = self.tray
+        if tray.busy:
+            self.statusBar().showMessage(
+                self.tr("Some files are still being read: wait for them, or remove them."), 5000
+            )
+            return
+        if tray.over:
+            self.statusBar().showMessage(
+                self.tr(
+                    "The attached files do not fit in the context: remove one, or include the "
+                    "part that fits."
+                ),
+                6000,
+            )
+            return
+        attachments = tray.attachments()
+        editing = self._editing
+        kept = [] if editing is None else _attachments_of(editing)
+        if not text.strip() and not attachments and not kept:
             self.statusBar().showMessage(self.tr("Type a message first."), 3000)
             return
-        editing, self._editing = self._editing, None
+        self._editing = None
         self.edit_banner.hide()
         sent = (
-            self.session.edit_and_resend(editing, text)
+            self.session.edit_and_resend(editing, text, [*kept, *attachments])
             if editing is not None
-            else self.session.send(text)
+            else self.session.send(text, attachments)
         )
         if sent:
             self.composer.clear()
+            tray.clear()
+
+    # -- attachments ----------------------------------------------------------------------------
+
+    @Slot()
+    def choose_attachments(self) -> None:
+        """Chat > Attach files…: a file dialog for several files, which does not block."""
+        if self._file_dialog is not None:
+            self._file_dialog.raise_()
+            return
+        dialog = QFileDialog(self, self.tr("Attach files"))
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dialog.filesSelected.connect(lambda files: self.attach([Path(f) for f in files]))
+        dialog.finished.connect(lambda _result: self._forget_file_dialog(dialog))
+        self._file_dialog = dialog
+        dialog.open()
+
+    def _forget_file_dialog(self, dialog: QFileDialog) -> None:
+        if self._file_dialog is dialog:
+            self._file_dialog = None
+        dialog.deleteLater()
+
+    @Slot(list)
+    def attach(self, paths: list[Path]) -> None:
+        """Read ``paths`` (off the UI thread) for the next prompt; a chip shows each."""
+        if not paths:
+            return
+        self.reader.read(paths, taken=self.tray.names())
+        self.refresh_room()
+
+    @Slot()
+    def refresh_room(self) -> None:
+        """Tell the tray the room left in the context (counted off the UI thread)."""
+        self._room_asked += 1
+        asked = self._room_asked
+
+        async def measure() -> None:
+            room = await self.session.room_for_attachments()
+            # The window may have closed while the worker counted.
+            if asked == self._room_asked and isValid(self.tray):
+                self.tray.set_room(room)
+
+        self.spawn(measure())
+
+    @Slot(str)
+    def _include_part(self, name: str) -> None:
+        attachment = self.tray.attachment(name)
+        room = self.tray.room_for(name)
+        if attachment is None or room is None:
+            self.tray.show_failed(name, self.tr("The room left in the context is not known yet."))
+            return
+        self.reader.cut(attachment, room)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        """Files dragged over the window can be dropped to attach them."""
+        if has_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        """Keep accepting files wherever they are over the window."""
+        if has_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        """Files dropped on the window are attached to the next prompt."""
+        paths = paths_from_mime(event.mimeData())
+        if paths:
+            event.acceptProposedAction()
+            self.attach(paths)
+        else:
+            super().dropEvent(event)
 
     @Slot()
     def stop(self) -> None:
@@ -237,7 +382,10 @@ class MainWindow(QMainWindow):
             self.send()
 
     def begin_edit(self, message: Message) -> None:
-        """Put a sent message back into the composer; sending it starts a new branch."""
+        """Put a sent message back into the composer; sending it starts a new branch.
+
+        The message's attachments stay with it; files attached now are added to them.
+        """
         if self.session.generating:
             return
         self._editing = message
@@ -259,6 +407,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
         self.transcript.renderer.cancel()
+        self.spawn(self.reader.close())
         if self.trace_recording.recording:
             self.trace_recording.stop_now()
         event.accept()
@@ -293,6 +442,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_model_changed(self, info: ModelInfo) -> None:
         self.setWindowTitle(f"{APP_NAME} — {info.name}")
+        self.refresh_room()
 
     @Slot(str)
     def _on_notice(self, text: str) -> None:
@@ -325,7 +475,12 @@ class MainWindow(QMainWindow):
         if prompt.status == "error" and not self.composer.toPlainText():
             # The prompt got no answer at all: give it back so it can be sent again.
             self.composer.setPlainText(prompt.content)
+            if not self.tray.names():
+                for attachment in _attachments_of(prompt):
+                    self.tray.add_reading(attachment.name)
+                    self.tray.show_ready(attachment, self.reader.seconds_to_read(attachment.tokens))
         self.composer.setFocus()
+        self.refresh_room()
 
     @Slot()
     def _on_figures_changed(self) -> None:
@@ -338,3 +493,14 @@ class MainWindow(QMainWindow):
         ]
         self.figures_label.setText(" · ".join(parts))
         self.diagnostics.refresh()
+
+
+def _attachments_of(message: Message) -> list[Attachment]:
+    """A sent prompt's attachments as the engine's data (any not well formed left out)."""
+    attachments = []
+    for data in message.attachments:
+        try:
+            attachments.append(Attachment.from_dict(data))
+        except ValueError:
+            continue
+    return attachments

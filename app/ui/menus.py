@@ -13,6 +13,9 @@ from app.ui.theme import THEME_CHOICES
 
 Shortcut = QKeySequence.StandardKey | str | None
 
+ATTACH_SHORTCUT = "Ctrl+Shift+A"
+"""Chat > Attach files… (the paperclip's tooltip names it too)."""
+
 
 class WindowMenus(QObject):
     """Builds the menu bar of ``window`` and says which item was chosen.
@@ -42,7 +45,7 @@ class WindowMenus(QObject):
         Args:
             window: the window whose menu bar this is.
             actions: what the window does for ``open``, ``clear_cache``, ``quit``, ``new``,
-                ``regenerate``,
+                ``attach``, ``regenerate``,
                 ``system_prompt``, ``conversation_settings``, ``export_markdown``,
                 ``export_json`` and ``import``.
             docks: the dock widgets View shows and hides, each with its shortcut.
@@ -62,6 +65,7 @@ class WindowMenus(QObject):
         self.chat_menu = bar.addMenu("")
         chat = self.chat_menu
         self.new_action = self._add(chat, actions["new"], QKeySequence.StandardKey.New)
+        self.attach_action = self._add(chat, actions["attach"], ATTACH_SHORTCUT)
         self.regenerate_action = self._add(chat, actions["regenerate"], "Ctrl+R")
         self.system_prompt_action = self._add(chat, actions["system_prompt"])
         self.conversation_settings_action = self._add(chat, actions["conversation_settings"])
@@ -123,6 +127,7 @@ class WindowMenus(QObject):
         self.view_menu.setTitle(self.tr("&View"))
         self.chat_menu.setTitle(self.tr("&Chat"))
         self.new_action.setText(self.tr("&New chat"))
+        self.attach_action.setText(self.tr("&Attach files…"))
         self.regenerate_action.setText(self.tr("&Regenerate the last reply"))
         self.system_prompt_action.setText(self.tr("&System prompt…"))
         self.conversation_settings_action.setText(self.tr("Sampling for this &conversation…"))

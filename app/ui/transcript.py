@@ -6,8 +6,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Slot
+from PySide6.QtGui import QFontDatabase, QFontMetrics
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QPlainTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.engine.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
@@ -99,6 +110,8 @@ class Transcript(QObject):
             header.set_variant(index + 1, len(variants))
         if message.role == "user":
             header.add_action("edit", lambda: self._begin_edit(message))
+            for position, attachment in enumerate(message.attachments):
+                self._add_chip(header, position, attachment)
         else:
 
             def regenerate() -> None:
@@ -107,6 +120,22 @@ class Transcript(QObject):
             header.add_action("regenerate", regenerate)
             header.set_action_visible("regenerate", False)  # only the last reply shows it
             self._last_reply_header = header
+
+    def _add_chip(self, header: HeaderRow, position: int, attachment: dict[str, object]) -> None:
+        """A compact chip for a file sent with the prompt; it opens the text, read-only."""
+        view = self._view
+
+        def open_text() -> None:
+            show_attachment(view, attachment)
+
+        chip = header.add_action(f"attachment-{position}", open_text)
+        chip.setObjectName("attachmentChip")
+        label_chip(chip, attachment)
+        keeper = header.findChild(_ChipKeeper)
+        if keeper is None:
+            keeper = _ChipKeeper(header)
+        keeper.chips.append((chip, attachment))
+        keeper.schedule()
 
     def reply_started(self) -> None:
         """Add the new prompt and its (empty) reply below everything drawn so far."""
@@ -126,3 +155,129 @@ class Transcript(QObject):
         self._view.end_reply(note, error=status == "error")
         if self._last_reply_header is not None:
             self._last_reply_header.set_action_visible("regenerate", True)
+
+
+def has_paperclip(metrics: QFontMetrics) -> bool:
+    """Whether the font draws 📎 (many Linux fonts do not, and a box says nothing)."""
+    return metrics.inFontUcs4(ord("\N{PAPERCLIP}"))
+
+
+def attachment_label(attachment: dict[str, object], paperclip: bool = True) -> str:
+    """A chip's words: ``"📎 notes.txt · 1,234 tokens"``, and ``"cut"`` when cut."""
+    name = str(attachment.get("name", ""))
+    parts = [f"\N{PAPERCLIP} {name}" if paperclip else name]
+    tokens = attachment.get("tokens")
+    if isinstance(tokens, int):
+        parts.append(
+            QCoreApplication.translate("Transcript", "{tokens} tokens").format(tokens=f"{tokens:,}")
+        )
+    if attachment.get("cut"):
+        parts.append(QCoreApplication.translate("Transcript", "cut"))
+    return " · ".join(parts)
+
+
+def label_chip(chip: QToolButton, attachment: dict[str, object]) -> None:
+    """Set a prompt's attachment chip's text, tooltip and spoken name (current language)."""
+    name = str(attachment.get("name", ""))
+    chip.setText(attachment_label(attachment, has_paperclip(chip.fontMetrics())))
+    chip.setToolTip(QCoreApplication.translate("Transcript", "Show the text of this attached file"))
+    chip.setAccessibleName(
+        QCoreApplication.translate("Transcript", "Attached file {name}").format(name=name)
+    )
+
+
+class _ChipKeeper(QObject):
+    """Places a prompt header's attachment chips left of its buttons, and words them again.
+
+    The header lays out only the actions it knows (Copy, Edit...) and words them by their
+    keys; until it knows attachment chips, this keeps them beside the others after each
+    resize or change of language.
+    """
+
+    def __init__(self, header: HeaderRow) -> None:
+        super().__init__(header)
+        self.header = header
+        self.chips: list[tuple[QToolButton, dict[str, object]]] = []
+        self._pending = False
+        header.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """After the header's own handling of a resize, show or language change: place again."""
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show, QEvent.Type.LanguageChange):
+            self.schedule()
+        return False
+
+    def schedule(self) -> None:
+        if not self._pending:
+            self._pending = True
+            QTimer.singleShot(0, self, self._place)
+
+    def _place(self) -> None:
+        self._pending = False
+        chip_buttons = {chip for chip, _ in self.chips}
+        others = [
+            b for b in self.header.buttons.values() if b not in chip_buttons and not b.isHidden()
+        ]
+        if not others:
+            return
+        left = min(b.x() for b in others)
+        top, height = others[0].y(), others[0].height()
+        for chip, attachment in reversed(self.chips):
+            label_chip(chip, attachment)
+            width = chip.sizeHint().width()
+            left -= width + 2
+            chip.setGeometry(left, top, width, height)
+
+
+class AttachmentDialog(QDialog):
+    """The text of a file sent with a prompt, read-only (the conversation keeps the text)."""
+
+    def __init__(self, attachment: dict[str, object], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachmentDialog")
+        name = str(attachment.get("name", ""))
+        self.setWindowTitle(name)
+        details = [str(attachment.get("kind", "")), size_text(_count(attachment, "size"))]
+        tokens = attachment.get("tokens")
+        if isinstance(tokens, int):
+            details.append(self.tr("{tokens} tokens").format(tokens=f"{tokens:,}"))
+        self.summary = QLabel(" · ".join([name, *details]))
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)  # a name from anywhere: not markup
+        self.summary.setWordWrap(True)
+        self.text = QPlainTextEdit()
+        self.text.setObjectName("attachmentText")
+        self.text.setReadOnly(True)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.text.setPlainText(str(attachment.get("text", "")))
+        self.text.setAccessibleName(self.tr("Text of {name}").format(name=name))
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.summary)
+        if attachment.get("cut"):
+            kept, full = attachment.get("kept_tokens"), attachment.get("full_tokens")
+            cut = QLabel(
+                self.tr("Cut to fit: only the first {kept} of {full} tokens were sent.").format(
+                    kept=f"{kept:,}" if isinstance(kept, int) else "?",
+                    full=f"{full:,}" if isinstance(full, int) else "?",
+                )
+            )
+            cut.setObjectName("attachmentCut")
+            cut.setWordWrap(True)
+            layout.addWidget(cut)
+        layout.addWidget(self.text, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self.resize(640, 480)
+
+
+def _count(attachment: dict[str, object], key: str) -> int:
+    value = attachment.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def show_attachment(parent: QWidget, attachment: dict[str, object]) -> AttachmentDialog:
+    """Open the text of a sent attachment in a window of its own (not modal)."""
+    dialog = AttachmentDialog(attachment, parent.window())
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()
+    return dialog
