@@ -337,6 +337,32 @@ def test_a_bad_file_gets_its_sentence_and_the_prompt_is_untouched(
     assert "photo" not in sent
 
 
+def test_send_waits_while_a_file_is_being_read(qtbot: QtBot, loop: Loop, tmp_path: Path) -> None:
+    backend = ScriptedBackend(["ok"], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    counting = threading.Event()
+    release = threading.Event()
+
+    def slow_count(text: str) -> int:
+        counting.set()
+        release.wait(10)
+        return len(text.split())
+
+    window.reader.count_tokens = slow_count
+    (tmp_path / "facts.txt").write_text(FACT)
+    window.attach([tmp_path / "facts.txt"])
+    run_until(loop, counting.is_set)
+    window.composer.setPlainText("Name?")
+    window.send()
+    assert backend.received == []
+    assert "still being read" in window.statusBar().currentMessage()
+    release.set()
+    run_until(loop, lambda: bool(window.tray.attachments()))
+    window.send()
+    run_until(loop, lambda: bool(backend.received) and not window.session.generating)
+    assert "File: facts.txt" in backend.received[-1][-1]["content"]
+
+
 def test_send_refuses_while_files_do_not_fit(qtbot: QtBot, loop: Loop, tmp_path: Path) -> None:
     backend = ScriptedBackend(["ok"], rate=1000)
     window = open_window(qtbot, ready(loop, backend))

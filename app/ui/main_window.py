@@ -407,6 +407,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
         self.transcript.renderer.cancel()
+        for name in self.reader.reading:  # now: the loop may end before close() runs
+            self.reader.cancel(name)
         self.spawn(self.reader.close())
         if self.trace_recording.recording:
             self.trace_recording.stop_now()
