@@ -267,6 +267,8 @@ def decode_reply(
                 code = decode(ctx, batch)
             mark = perf()
             if code == DECODE_ABORTED and stopped():
+                if TRACE.recording:
+                    TRACE.instant("abort seen", cat="engine")
                 return
             if code != 0:
                 raise DecodeFailedError(code)

@@ -16,6 +16,7 @@ from typing import Any
 import llama_cpp
 
 from app.engine.backend import GenerationReport
+from app.engine.generation import DECODE_ABORTED
 from app.engine.prompt_cache import write_sequence
 from app.trace import TRACE
 
@@ -210,6 +211,10 @@ class KvSequence:
                 code = decode(self._ctx, get_one(ids, n))
             elapsed = perf() - started
             if code != 0:
+                if TRACE.recording:
+                    TRACE.instant(
+                        "abort seen" if code == DECODE_ABORTED else "decode failed", cat="engine"
+                    )
                 self._resync(prompt, done, n, elapsed)
                 report.prefill_done = len(self.tokens)
                 return int(code)

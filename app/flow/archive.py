@@ -32,6 +32,7 @@ from app.store.backup import BACKUP_EVERY
 from app.store.conversation import Conversation
 from app.store.database import WRITES, Database, open_database
 from app.store.rescue import is_damage
+from app.trace import TRACE
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,12 @@ class Archive:
             The archive, and a sentence if the file could not be used as it was: a backup was
             opened in its place, or the archive keeps conversations in memory only.
         """
-        executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="floodgate-store")
+        executor = concurrent.futures.ThreadPoolExecutor(
+            1,
+            thread_name_prefix="floodgate-store",
+            initializer=TRACE.name_thread,
+            initargs=("archive",),
+        )
         loop = asyncio.get_running_loop()
         database, problem = await loop.run_in_executor(executor, open_database, path)
         # Conversations deleted long enough ago that their Undo is gone are removed for good.
@@ -119,7 +125,8 @@ class Archive:
                     log.warning("%s", notice)
                     self.on_notice(notice)
             try:
-                result = job()
+                with TRACE.span(getattr(fn, "__name__", "archive job"), cat="archive"):
+                    result = job()
             except sqlite3.DatabaseError as exc:
                 if not (history and is_damage(exc)):
                     raise
