@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from pathlib import Path
@@ -11,7 +12,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QTextCursor
 from pytestqt.qtbot import QtBot
 
-from app.engine import EngineOptions, StopSignal
+from app.engine import EngineOptions, GenerationSettings, StopSignal
 from app.engine.documents import Attachment, content_with_attachments, read_document
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener
@@ -400,3 +401,36 @@ def test_the_chip_is_in_the_prompt_after_a_restart(
     assert [c.text().removeprefix("\N{PAPERCLIP} ") for c in chips] == ["facts.txt · 7 tokens"]
     loop.run_until_complete(window.session.close())
     loop.run_until_complete(archive.close())
+
+
+@pytest.mark.model
+def test_the_real_window_counts_sends_and_then_says_the_time_to_read(
+    qtbot: QtBot, loop: Loop, tmp_path: Path, model_path: Path
+) -> None:
+    session = ChatSession(
+        open_llama,
+        options=EngineOptions(n_threads=2),
+        settings=GenerationSettings(temperature=0.0, max_tokens=16),
+    )
+    window = open_window(qtbot, session)
+    window.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, timeout=60)
+    (tmp_path / "facts.txt").write_text(FACT)
+    window.attach([tmp_path / "facts.txt"])
+    run_until(loop, lambda: bool(window.tray.attachments()), timeout=30)
+    counted = window.tray.attachments()[0].tokens
+    assert counted == loop.run_until_complete(
+        asyncio.to_thread(session.count_tokens, "File: facts.txt\n```\n" + FACT + "```")
+    )
+    assert session.prefill_rate is None  # nothing measured yet: no time is guessed
+    assert "to read" not in window.tray.chip("facts.txt").summary.text()  # type: ignore[union-attr]
+    window.composer.setPlainText("What is the cat's name?")
+    window.send()
+    run_until(loop, lambda: not session.generating and len(headers(window)) == 2, timeout=60)
+    assert "Biscuit" in session.conversation.messages[-1].content
+    assert session.prefill_rate is not None
+
+    (tmp_path / "more.txt").write_text("The keeper's dog is named Pepper.\n" * 20)
+    window.attach([tmp_path / "more.txt"])
+    run_until(loop, lambda: bool(window.tray.attachments()), timeout=30)
+    assert "s to read" in window.tray.chip("more.txt").summary.text()  # type: ignore[union-attr]
