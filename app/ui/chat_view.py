@@ -8,6 +8,8 @@ Shift+F6; Tab then goes through that message's buttons), and exposes it to scree
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import time
 from collections import deque
@@ -57,6 +59,19 @@ CLEAR_ROWS = 200
 
 Job = Callable[[float], bool]
 """A piece of building: works until the deadline it is given; returns True when done."""
+
+
+def _give_back_memory() -> None:
+    """Return freed heap to the system (glibc keeps it otherwise: RSS stayed at its peak)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return  # not glibc
+    trim(0)
 
 
 def _once(action: Callable[[], None]) -> Job:
@@ -369,7 +384,10 @@ class ChatView(QScrollArea):
 
     def _sweep_step(self, deadline: float) -> bool:
         # Deleting thousands of rows in one turn froze New chat for seconds.
-        return self.stack.sweep(deadline, CLEAR_ROWS)
+        done = self.stack.sweep(deadline, CLEAR_ROWS)
+        if done:
+            _give_back_memory()
+        return done
 
     def toPlainText(self) -> str:
         """Everything shown, as text (replies as the Markdown the model wrote)."""
