@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,8 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener
-from app.flow.session import ChatSession, ModelState
 from app.flow.preferences import PreferencesKeeper
+from app.flow.session import ChatSession, ModelState
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.ui.appearance import Appearance
 from app.ui.language import I18N_DIR

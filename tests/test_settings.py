@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from app.engine import EngineOptions, GenerationSettings
 from app.engine.scripted import ScriptedBackend, scripted_opener
-from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
 from app.flow.options import engine_options, generation_settings
+from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
 from app.main import with_command_line
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.store.settings import (
