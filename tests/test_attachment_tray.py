@@ -259,9 +259,12 @@ def test_a_file_too_large_for_the_context_offers_the_part_that_fits(
     assert not small.include_button.isVisible()
 
     asked = record(tray.include_part_requested)
+    rooms: list[int | None] = []
+    tray.include_part_requested.connect(lambda name: rooms.append(tray.room_for(name)))
     chip.include_button.setFocus()
     qtbot.keyClick(chip.include_button, Qt.Key.Key_Space)
     assert asked == [("book.txt",)]
+    assert rooms == [2000]  # the room to cut to, asked while the part is being measured
     assert tray.state("book.txt") is ChipState.READING
     assert chip.summary.text() == "book.txt · measuring the part that fits…"
     assert [a.name for a in tray.attachments()] == ["small.txt", "tail.txt"]

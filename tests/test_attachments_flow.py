@@ -20,6 +20,7 @@ from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader
 from app.flow.reply import prompt_for_model
 from app.flow.session import ChatSession, ModelState
+from app.ui.attachment_tray import ChipState
 from app.ui.main_window import MainWindow
 from app.ui.rows import HeaderRow
 from app.ui.transcript import AttachmentDialog
@@ -378,6 +379,38 @@ def test_send_refuses_while_files_do_not_fit(qtbot: QtBot, loop: Loop, tmp_path:
     assert "do not fit" in window.statusBar().currentMessage()
     assert window.composer.toPlainText() == "Too much?"
     assert window.tray.names() == ["facts.txt"]
+
+
+def test_the_part_that_fits_is_sent_marked_cut_and_shown_cut(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["ok"], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    lines = "".join(f"Line {n} of the long log.\n" for n in range(400))
+    (tmp_path / "long.log").write_text(lines)
+    window.attach([tmp_path / "long.log"])
+    run_until(loop, lambda: bool(window.tray.attachments()))
+    run_for(loop, 0.1)  # the room was measured
+    window.tray.set_room(300)
+    chip = window.tray.chip("long.log")
+    assert chip is not None
+    assert chip.include_button.isVisible()
+    assert "more than the 300 left" in chip.problem.text()
+    chip.include_button.click()
+    run_until(loop, lambda: window.tray.state("long.log") is not ChipState.READING)
+    assert chip.problem.text() == ""
+    assert window.tray.attachments()[0].cut
+    cut = window.tray.attachments()[0]
+    assert cut.tokens is not None
+    assert cut.tokens <= 300
+    window.composer.setPlainText("What is in the log?")
+    window.send()
+    run_until(loop, lambda: bool(backend.received) and not window.session.generating)
+    sent = backend.received[-1][-1]["content"]
+    assert "[cut: the first " in sent
+    assert "Line 399" not in sent
+    chips = [b for k, b in headers(window)[0].buttons.items() if k.startswith("attachment")]
+    assert chips[0].text().endswith(" · cut")
 
 
 def test_the_chip_is_in_the_prompt_after_a_restart(

@@ -449,10 +449,13 @@ class AttachmentTray(QWidget):
         """
         if self._room is None:
             return {}
+        # A chip whose part that fits is being measured still holds its whole attachment: it
+        # keeps its place, so room_for() answers for it while include_part_requested is handled.
         ready = {
             name: entry.attachment.tokens or 0
             for name, entry in self._entries.items()
-            if entry.state is ChipState.READY and entry.attachment is not None
+            if entry.attachment is not None
+            and (entry.state is ChipState.READY or entry.before_cut is not None)
         }
         left = self._room
         kept: set[str] = set()
