@@ -323,13 +323,17 @@ def test_a_bad_file_gets_its_sentence_and_the_prompt_is_untouched(
     window = open_window(qtbot, ready(loop, backend))
     (tmp_path / "photo.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
     (tmp_path / "facts.txt").write_text(FACT)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "empty.md").write_text("")
     window.composer.setPlainText("my question")
-    window.attach([tmp_path / "photo.txt", tmp_path / "facts.txt"])
-    run_until(loop, lambda: not window.tray.busy)
-    chip = window.tray.chip("photo.txt")
-    assert chip is not None
-    assert "is an image" in chip.problem.text()
-    assert chip.problem.isVisible()
+    bad = {"photo.txt": "is an image", "folder": "is a folder", "empty.md": "is empty"}
+    window.attach([*(tmp_path / name for name in bad), tmp_path / "facts.txt"])
+    run_until(loop, lambda: len(window.tray.names()) == 4 and not window.tray.busy)
+    for name, sentence in bad.items():
+        chip = window.tray.chip(name)
+        assert chip is not None
+        assert sentence in chip.problem.text()
+        assert chip.problem.isVisible()
     assert [a.name for a in window.tray.attachments()] == ["facts.txt"]
     assert window.composer.toPlainText() == "my question"
     window.send()  # the bad one is not sent; the good one is
@@ -363,6 +367,27 @@ def test_send_waits_while_a_file_is_being_read(qtbot: QtBot, loop: Loop, tmp_pat
     window.send()
     run_until(loop, lambda: bool(backend.received) and not window.session.generating)
     assert "File: facts.txt" in backend.received[-1][-1]["content"]
+
+
+def test_edit_in_the_window_keeps_the_files_and_copy_copies_the_question(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    backend = ScriptedBackend(["one"], rate=1000)
+    window = open_window(qtbot, ready(loop, backend))
+    window.session.send("Name?", [attachment(tmp_path)])
+    run_until(loop, lambda: not window.session.generating and len(headers(window)) == 2)
+    prompt_header = headers(window)[0]
+    assert prompt_header.message_text() == "Name?"
+    prompt_header.buttons["edit"].click()
+    assert window.composer.toPlainText() == "Name?"
+    window.composer.setPlainText("The cat's name?")
+    backend.enqueue(["two"])
+    window.send()
+    run_until(loop, lambda: len(backend.received) == 2 and not window.session.generating)
+    edited = window.session.conversation.messages[0]
+    assert edited.content == "The cat's name?"
+    assert [a["name"] for a in edited.attachments] == ["facts.txt"]
+    assert backend.received[-1][-1]["content"].startswith("File: facts.txt\n")
 
 
 def test_send_refuses_while_files_do_not_fit(qtbot: QtBot, loop: Loop, tmp_path: Path) -> None:
