@@ -234,3 +234,14 @@ def test_a_table_streamed_fast_feeds_each_frame_once(
     view.end_reply()
     assert len(feeds) == len(range(0, len(lines), 17))
     assert view.toPlainText().rstrip().endswith("| 4999 | 9998 | **14997** |")
+
+
+def test_a_run_of_small_code_blocks_is_made_a_few_rows_per_slice(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "".join(f"```\nx = {i}\n```\n\n" for i in range(1500))  # no two share a row
+    view.add_reply("Model", text)
+    made = rows_per_slice(view, qtbot, monkeypatch)
+    assert sum(made) >= 1500
+    assert max(made) <= BUILD_ROWS + 1
+    assert shows(view, text)
