@@ -342,7 +342,8 @@ class ChatView(QScrollArea):
             if note:
                 self.add_note(note, error=error)
             if reply is not None:
-                self.announce_reply(reply.speaker, reply.answer_text(), note)
+                text = reply.answer_text(ANNOUNCED_CHARS + 1)
+                self.announce_reply(reply.speaker, text, note)
 
         self._now_or_later(close)
 

@@ -286,7 +286,21 @@ class ReplyRows:
             self._thinking.hidden = not expanded
             self._view.stack.set_visible(self._thinking.rows, expanded)
 
-    def answer_text(self) -> str:
-        """The answer as shown (rendered, without Markdown), for a screen reader."""
-        blocks = (row.text_block() for row in self.answer.rows)
-        return "\n".join(block.plain_text() for block in blocks if block is not None)
+    def answer_text(self, limit: int | None = None) -> str:
+        """The answer as shown (rendered, without Markdown), for a screen reader.
+
+        Args:
+            limit: enough characters are gathered to have this many (an announcement reads
+                the beginning of a reply, and a 1 MB reply's thousands of rows take long).
+        """
+        parts: list[str] = []
+        gathered = 0
+        for row in self.answer.rows:
+            block = row.text_block()
+            if block is None:
+                continue
+            parts.append(block.plain_text())
+            gathered += len(parts[-1]) + 1
+            if limit is not None and gathered > limit:
+                break
+        return "\n".join(parts)
