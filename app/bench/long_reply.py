@@ -128,6 +128,9 @@ def shape_costs(text: str, cap_s: float) -> dict[str, Any]:
         if time.perf_counter() - began > cap_s:
             rest = "".join(updates[i : len(updates) - k])
             view.append_to_reply(rest)
+            # A huge piece is built a slice at a time; the late updates must not queue
+            # behind it, or they would time nothing.
+            view.finish_building()
             over_cap, skipped = True, len(rest)
             break
         _timed_update(view, updates[i])
