@@ -2,10 +2,127 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>AttachmentChip</name>
+    <message>
+        <source>Remove this attachment</source>
+        <translation>移除此附件</translation>
+    </message>
+    <message>
+        <source>Remove {name}</source>
+        <translation>移除 {name}</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Stop reading {name}</source>
+        <translation>停止读取 {name}</translation>
+    </message>
+    <message>
+        <source>Include the part that fits</source>
+        <translation>只加入放得下的部分</translation>
+    </message>
+    <message>
+        <source>Include the part of {name} that fits</source>
+        <translation>只加入 {name} 放得下的部分</translation>
+    </message>
+    <message>
+        <source>Reading {name}</source>
+        <translation>正在读取 {name}</translation>
+    </message>
+</context>
+<context>
+    <name>AttachmentDialog</name>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>Text of {name}</source>
+        <translation>{name} 的文字</translation>
+    </message>
+    <message>
+        <source>Cut to fit: only the first {kept} of {full} tokens were sent.</source>
+        <translation>已截短：只发送了 {full} 个词元中的前 {kept} 个。</translation>
+    </message>
+</context>
+<context>
+    <name>AttachmentTray</name>
+    <message>
+        <source>Attachments</source>
+        <translation>附件</translation>
+    </message>
+    <message>
+        <source>{name} · measuring the part that fits…</source>
+        <translation>{name} · 正在计算放得下的部分…</translation>
+    </message>
+    <message>
+        <source>{name} · reading…</source>
+        <translation>{name} · 正在读取…</translation>
+    </message>
+    <message>
+        <source>Cut to fit: only the first {kept} of {full} tokens are included.</source>
+        <translation>已截短：只包含 {full} 个词元中的前 {kept} 个。</translation>
+    </message>
+    <message>
+        <source>{name} is {tokens} tokens, more than the {room} left in the context.</source>
+        <translation>{name} 有 {tokens} 个词元，超过上下文剩余的 {room} 个。</translation>
+    </message>
+    <message>
+        <source>There is no room left in the context for {name}: remove another attachment, or start a new conversation.</source>
+        <translation>上下文已没有空间容纳 {name}：请移除其他附件，或开始新的对话。</translation>
+    </message>
+    <message>
+        <source>about {seconds} s to read</source>
+        <translation>读取约需 {seconds} 秒</translation>
+    </message>
+    <message>
+        <source>about {minutes} min to read</source>
+        <translation>读取约需 {minutes} 分钟</translation>
+    </message>
+    <message>
+        <source>1 page</source>
+        <translation>1 页</translation>
+    </message>
+    <message>
+        <source>{pages} pages</source>
+        <translation>{pages} 页</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>{tokens}, {duration}</source>
+        <translation>{tokens}，{duration}</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens in all</source>
+        <translation>共 {tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens: more than the {room} left in the context. Remove an attachment or include part of it.</source>
+        <translation>{tokens} 个词元：超过上下文剩余的 {room} 个。请移除一个附件，或只加入其中一部分。</translation>
+    </message>
+    <message>
+        <source>{tokens} of {room} tokens left in the context</source>
+        <translation>上下文剩余 {room} 个词元，已用 {tokens} 个</translation>
+    </message>
+    <message>
+        <source>{total}, {duration}</source>
+        <translation>{total}，{duration}</translation>
+    </message>
+</context>
+<context>
     <name>ChatView</name>
     <message>
         <source>You</source>
         <translation>你</translation>
+    </message>
+    <message>
+        <source>{speaker} replied: {text}</source>
+        <translation>{speaker} 回复：{text}</translation>
     </message>
     <message>
         <source>code</source>
@@ -24,12 +141,24 @@
         <translation>复制整条消息（模型写出的 Markdown 原文）</translation>
     </message>
     <message>
+        <source>Copy prompt</source>
+        <translation>复制提问</translation>
+    </message>
+    <message>
+        <source>Copy reply</source>
+        <translation>复制回复</translation>
+    </message>
+    <message>
         <source>Edit</source>
         <translation>编辑</translation>
     </message>
     <message>
         <source>Edit this message and send it again</source>
         <translation>编辑这条消息并重新发送</translation>
+    </message>
+    <message>
+        <source>Edit prompt</source>
+        <translation>编辑提问</translation>
     </message>
     <message>
         <source>Regenerate</source>
@@ -44,8 +173,24 @@
         <translation>上一个版本</translation>
     </message>
     <message>
+        <source>Previous version</source>
+        <translation>上一个版本</translation>
+    </message>
+    <message>
         <source>Next variant</source>
         <translation>下一个版本</translation>
+    </message>
+    <message>
+        <source>Next version</source>
+        <translation>下一个版本</translation>
+    </message>
+    <message>
+        <source>Show less</source>
+        <translation>收起</translation>
+    </message>
+    <message>
+        <source>Show all</source>
+        <translation>全部显示</translation>
     </message>
     <message>
         <source>Thinking…</source>
@@ -59,12 +204,31 @@
         <source>Thought for {seconds} s</source>
         <translation>思考了 {seconds} 秒</translation>
     </message>
+    <message>
+        <source>Conversation</source>
+        <translation>对话</translation>
+    </message>
 </context>
 <context>
     <name>Composer</name>
     <message>
+        <source>Message</source>
+        <translation>消息</translation>
+    </message>
+    <message>
         <source>Message the model… (Enter sends, Shift+Enter for a new line)</source>
         <translation>给模型发消息…（Enter 发送，Shift+Enter 换行）</translation>
+    </message>
+</context>
+<context>
+    <name>ConversationsDock</name>
+    <message>
+        <source>Conversations</source>
+        <translation>对话列表</translation>
+    </message>
+    <message>
+        <source>Undo delete</source>
+        <translation>撤销删除</translation>
     </message>
 </context>
 <context>
@@ -97,6 +261,34 @@
         <source>Last stop latency</source>
         <translation>上次停止延迟</translation>
     </message>
+    <message>
+        <source>Prompt processed</source>
+        <translation>提示已处理</translation>
+    </message>
+    <message>
+        <source>Prompt processing</source>
+        <translation>提示处理中</translation>
+    </message>
+    <message>
+        <source>Python per token</source>
+        <translation>每词元 Python 耗时</translation>
+    </message>
+    <message>
+        <source>Prompt cache</source>
+        <translation>提示缓存</translation>
+    </message>
+    <message>
+        <source>{done} / {total} tokens ({percent} %), {cached} cached</source>
+        <translation>{done} / {total} 个词元（{percent}%），{cached} 个来自缓存</translation>
+    </message>
+    <message>
+        <source>{rate} tokens/s, {seconds} s</source>
+        <translation>{rate} 词元/秒，{seconds} 秒</translation>
+    </message>
+    <message>
+        <source>{entries} entries, {megabytes} MB; {hits} hits, {misses} misses; {saved} s saved</source>
+        <translation>{entries} 条，{megabytes} MB；命中 {hits} 次，未命中 {misses} 次；节省 {saved} 秒</translation>
+    </message>
 </context>
 <context>
     <name>Floodgate</name>
@@ -105,7 +297,7 @@
         <translation>模型出错：{reason}</translation>
     </message>
     <message>
-        <source>The conversation is too long for this model&apos;s context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
+        <source>The conversation is too long for this model's context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
         <translation>对话太长，超出了该模型 {n_ctx} 个词元的上下文（{reason}）。请开始新的对话，或缩短提示。</translation>
     </message>
     <message>
@@ -119,6 +311,26 @@
     <message>
         <source>{path} is a folder, not a model file. Choose a .gguf file.</source>
         <translation>{path} 是一个文件夹，不是模型文件。请选择 .gguf 文件。</translation>
+    </message>
+    <message>
+        <source>The model file {path} did not answer within {seconds} seconds. It may be on a network drive or a disk that stopped responding.</source>
+        <translation>模型文件 {path} 在 {seconds} 秒内没有响应。它可能位于网络驱动器或已停止响应的磁盘上。</translation>
+    </message>
+    <message>
+        <source>{path} is a named pipe, not a model file, so Floodgate does not open it. Choose a .gguf file.</source>
+        <translation>{path} 是命名管道，不是模型文件，Floodgate 不会打开它。请选择 .gguf 文件。</translation>
+    </message>
+    <message>
+        <source>{path} is a device, not a model file, so Floodgate does not open it. Choose a .gguf file.</source>
+        <translation>{path} 是设备，不是模型文件，Floodgate 不会打开它。请选择 .gguf 文件。</translation>
+    </message>
+    <message>
+        <source>{path} is a socket, not a model file, so Floodgate does not open it. Choose a .gguf file.</source>
+        <translation>{path} 是套接字，不是模型文件，Floodgate 不会打开它。请选择 .gguf 文件。</translation>
+    </message>
+    <message>
+        <source>{path} is not a regular file, so Floodgate does not open it. Choose a .gguf file.</source>
+        <translation>{path} 不是普通文件，Floodgate 不会打开它。请选择 .gguf 文件。</translation>
     </message>
     <message>
         <source>The model file {path} cannot be read: {reason}.</source>
@@ -153,6 +365,14 @@
         <translation>回复已达到 {n} 个词元的上限。</translation>
     </message>
     <message>
+        <source>Reading the conversation… {done} / {total} tokens</source>
+        <translation>正在读取对话… {done} / {total} 个词元</translation>
+    </message>
+    <message>
+        <source>Reading the conversation… {done} / {total} tokens, about {left} s left</source>
+        <translation>正在读取对话… {done} / {total} 个词元，约剩 {left} 秒</translation>
+    </message>
+    <message>
         <source>The {n} oldest messages were left out of what the model saw: the conversation no longer fits its context of {n_ctx} tokens.</source>
         <translation>最早的 {n} 条消息未发送给模型：对话已超出其 {n_ctx} 个词元的上下文。</translation>
     </message>
@@ -161,11 +381,19 @@
         <translation>已中断：Floodgate 在这条回复结束前关闭了。</translation>
     </message>
     <message>
+        <source>{name} could not be written: {reason}</source>
+        <translation>无法写入 {name}：{reason}</translation>
+    </message>
+    <message>
+        <source>Some characters in {name} could not be kept and were replaced with �.</source>
+        <translation>{name} 中有些字符无法保存，已替换为 �。</translation>
+    </message>
+    <message>
         <source>{name} could not be imported: {reason}</source>
         <translation>无法导入 {name}：{reason}</translation>
     </message>
     <message>
-        <source>{name} has no chat template; Floodgate uses the generic &apos;{format}&apos; format, so its replies may be poor.</source>
+        <source>{name} has no chat template; Floodgate uses the generic '{format}' format, so its replies may be poor.</source>
         <translation>{name} 没有对话模板；Floodgate 使用通用的“{format}”格式，回复质量可能较差。</translation>
     </message>
     <message>
@@ -193,7 +421,7 @@
         <translation>无法打开模型 {name}：{reason}</translation>
     </message>
     <message>
-        <source>Your message is about {tokens} tokens long, more than the {budget} tokens this model&apos;s context of {n_ctx} leaves for it. Shorten it, or open the model with a larger context (--ctx).</source>
+        <source>Your message is about {tokens} tokens long, more than the {budget} tokens this model's context of {n_ctx} leaves for it. Shorten it, or open the model with a larger context (--ctx).</source>
         <translation>你的消息约有 {tokens} 个词元，超过了该模型 {n_ctx} 个词元的上下文所能容纳的 {budget} 个。请缩短消息，或以更大的上下文（--ctx）打开模型。</translation>
     </message>
     <message>
@@ -201,8 +429,8 @@
         <translation>生成意外失败：{reason}</translation>
     </message>
     <message>
-        <source>Saving the conversation failed ({reason}). It stays on screen; export it to keep it.</source>
-        <translation>保存对话失败（{reason}）。对话仍显示在屏幕上；如需保留，请导出。</translation>
+        <source>There was no chat history in {path}, so Floodgate started a new one. Backups of the earlier one, the newest from {time}, are in {folder}.</source>
+        <translation>{path} 中没有聊天记录，Floodgate 已新建一份。之前记录的备份（最新的来自 {time}）位于 {folder}。</translation>
     </message>
     <message>
         <source>The chat history in {path} is damaged or is not a Floodgate database. Floodgate keeps working without saving, and the file was left as it was.</source>
@@ -265,6 +493,14 @@
         <translation>批大小</translation>
     </message>
     <message>
+        <source>Prompt cache in memory (MB, 0: off)</source>
+        <translation>内存中的提示缓存（MB，0 为关闭）</translation>
+    </message>
+    <message>
+        <source>Prompt cache on disk (MB, 0: off)</source>
+        <translation>磁盘上的提示缓存（MB，0 为关闭）</translation>
+    </message>
+    <message>
         <source>Queue bound (pieces)</source>
         <translation>队列上限（片段数）</translation>
     </message>
@@ -316,77 +552,269 @@
         <source>There is no system keyring, so the API key is kept only until Floodgate closes.</source>
         <translation>没有系统密钥环，因此 API 密钥只保留到 Floodgate 关闭为止。</translation>
     </message>
+    <message>
+        <source>The model's chat template cannot be used: {reason}</source>
+        <translation>模型的聊天模板无法使用：{reason}</translation>
+    </message>
+    <message>
+        <source>The model's chat template refused this conversation: {message}</source>
+        <translation>模型的聊天模板拒绝了此对话：{message}</translation>
+    </message>
+    <message>
+        <source>The model's chat template failed: {reason}</source>
+        <translation>模型的聊天模板出错：{reason}</translation>
+    </message>
+    <message>
+        <source>The model's chat template rendered an empty prompt, so there is nothing for the model to answer.</source>
+        <translation>模型的聊天模板生成了空提示，模型没有可回答的内容。</translation>
+    </message>
+    <message>
+        <source>The model's chat template did not finish before Stop; nothing was sent to the model.</source>
+        <translation>在按下停止之前，模型的聊天模板没有完成；没有内容发送给模型。</translation>
+    </message>
+    <message>
+        <source>The model's chat template did not finish within {seconds} seconds, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <translation>模型的聊天模板在 {seconds} 秒内没有完成，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
+    </message>
+    <message>
+        <source>The model's chat template did not finish: it used more than {megabytes} MB of memory, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <translation>模型的聊天模板没有完成：它使用了超过 {megabytes} MB 内存，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
+    </message>
+    <message>
+        <source>The model's chat template did not finish: its prompt grew past {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <translation>模型的聊天模板没有完成：生成的提示超过了 {limit} 个字符，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
+    </message>
+    <message>
+        <source>The model's chat template did not finish: it tried to build a value larger than {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <translation>模型的聊天模板没有完成：它试图构造超过 {limit} 个字符的值，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
+    </message>
+    <message>
+        <source>{name} was not found: it may have been moved or deleted.</source>
+        <translation>找不到 {name}：它可能已被移动或删除。</translation>
+    </message>
+    <message>
+        <source>{name} is a folder. Attach the files inside it instead.</source>
+        <translation>{name} 是文件夹。请改为附加其中的文件。</translation>
+    </message>
+    <message>
+        <source>{name} is not an ordinary file (it is a pipe, a device or a socket), so it cannot be read.</source>
+        <translation>{name} 不是普通文件（而是管道、设备或套接字），无法读取。</translation>
+    </message>
+    <message>
+        <source>{name} is empty: there is nothing in it to read.</source>
+        <translation>{name} 是空的：没有可读取的内容。</translation>
+    </message>
+    <message>
+        <source>{name} is {size}, larger than the {limit} an attachment may be.</source>
+        <translation>{name} 大小为 {size}，超过附件上限 {limit}。</translation>
+    </message>
+    <message>
+        <source>{name} cannot be read: you do not have permission to open it.</source>
+        <translation>无法读取 {name}：你没有打开它的权限。</translation>
+    </message>
+    <message>
+        <source>{name} could not be read: {reason}</source>
+        <translation>无法读取 {name}：{reason}</translation>
+    </message>
+    <message>
+        <source>{name} is an image. Floodgate reads the text of files: documents, source code and PDFs.</source>
+        <translation>{name} 是图片。Floodgate 读取文件中的文字：文档、源代码和 PDF。</translation>
+    </message>
+    <message>
+        <source>{name} is not a text file or a PDF. Floodgate reads text, source code, Markdown, CSV, JSON, HTML and PDF files; save other documents as PDF or plain text first.</source>
+        <translation>{name} 不是文本文件或 PDF。Floodgate 读取文本、源代码、Markdown、CSV、JSON、HTML 和 PDF 文件；其他文档请先另存为 PDF 或纯文本。</translation>
+    </message>
+    <message>
+        <source>{name} is a PDF locked with a password, so its text cannot be read.</source>
+        <translation>{name} 是受密码保护的 PDF，无法读取其中的文字。</translation>
+    </message>
+    <message>
+        <source>{name} has no text to read: its pages are probably scanned images.</source>
+        <translation>{name} 中没有可读取的文字：它的页面可能是扫描图片。</translation>
+    </message>
+    <message>
+        <source>{name} could not be read as a PDF: the file may be damaged.</source>
+        <translation>无法将 {name} 作为 PDF 读取：文件可能已损坏。</translation>
+    </message>
+    <message>
+        <source>Reading {name} was cancelled.</source>
+        <translation>已取消读取 {name}。</translation>
+    </message>
+    <message>
+        <source>There is no room left in the context for any part of {name}.</source>
+        <translation>上下文中已没有空间容纳 {name} 的任何部分。</translation>
+    </message>
+    <message>
+        <source>Saving the chat history failed ({reason}). Floodgate keeps trying; until it works, what is on screen is only in memory, and can be exported.</source>
+        <translation>保存聊天记录失败（{reason}）。Floodgate 会继续尝试；在成功之前，屏幕上的内容只保存在内存中，可以导出。</translation>
+    </message>
+    <message>
+        <source>The chat history is being saved again; everything on screen is in it.</source>
+        <translation>聊天记录已恢复保存；屏幕上的所有内容都已保存。</translation>
+    </message>
+    <message>
+        <source>{name} could not be read because of an unexpected error: {reason}</source>
+        <translation>由于意外错误，无法读取 {name}：{reason}</translation>
+    </message>
+    <message>
+        <source>The tokens of {name} could not be counted: {reason}</source>
+        <translation>无法统计 {name} 的词元数：{reason}</translation>
+    </message>
+    <message>
+        <source>Open a model first: the part of {name} that fits is measured in its tokens.</source>
+        <translation>请先打开模型：{name} 放得下的部分要按该模型的词元计算。</translation>
+    </message>
+    <message>
+        <source>reply start</source>
+        <translation>回复开始</translation>
+    </message>
+    <message>
+        <source>first token</source>
+        <translation>第一个词元</translation>
+    </message>
+    <message>
+        <source>prompt processing</source>
+        <translation>提示处理</translation>
+    </message>
+    <message>
+        <source>prompt processed</source>
+        <translation>提示已处理</translation>
+    </message>
+    <message>
+        <source>stop pressed</source>
+        <translation>按下停止</translation>
+    </message>
+    <message>
+        <source>computation ended</source>
+        <translation>计算结束</translation>
+    </message>
+    <message>
+        <source>reply end</source>
+        <translation>回复结束</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens, {cached} cached</source>
+        <translation>{tokens} 个词元，{cached} 个来自缓存</translation>
+    </message>
+    <message>
+        <source>{rate} tokens/s</source>
+        <translation>{rate} 词元/秒</translation>
+    </message>
+    <message>
+        <source>Some characters in your message could not be kept and were replaced with �.</source>
+        <translation>你的消息中有些字符无法保存，已替换为 �。</translation>
+    </message>
+    <message>
+        <source>it is not valid JSON (line {line}, column {column})</source>
+        <translation>它不是有效的 JSON（第 {line} 行，第 {column} 列）</translation>
+    </message>
+    <message>
+        <source>it is nested too deeply</source>
+        <translation>它的嵌套层次太深</translation>
+    </message>
+    <message>
+        <source>it is not a conversation exported by Floodgate</source>
+        <translation>它不是 Floodgate 导出的对话</translation>
+    </message>
+    <message>
+        <source>it was made by a newer Floodgate</source>
+        <translation>它由更新版本的 Floodgate 生成</translation>
+    </message>
+    <message>
+        <source>message {n} has the same id as an earlier one</source>
+        <translation>第 {n} 条消息的 id 与之前的一条相同</translation>
+    </message>
+    <message>
+        <source>message {n} follows a message that is not in the file</source>
+        <translation>第 {n} 条消息接在文件中不存在的消息之后</translation>
+    </message>
+    <message>
+        <source>the message it shows (leaf_id) is not in the file</source>
+        <translation>它显示的消息（leaf_id）不在文件中</translation>
+    </message>
+    <message>
+        <source>message {n} is not an object</source>
+        <translation>第 {n} 条消息不是对象</translation>
+    </message>
+    <message>
+        <source>message {n} has an unknown role ({role})</source>
+        <translation>第 {n} 条消息的角色未知（{role}）</translation>
+    </message>
+    <message>
+        <source>message {n} has an unknown status ({status})</source>
+        <translation>第 {n} 条消息的状态未知（{status}）</translation>
+    </message>
+    <message>
+        <source>in message {n}, attachment {k} is not a file as Floodgate keeps it (a name, a kind, a size and a text)</source>
+        <translation>第 {n} 条消息中，附件 {k} 不是 Floodgate 保存的文件格式（名称、类型、大小和文字）</translation>
+    </message>
+    <message>
+        <source>message {n} follows itself through the messages before it</source>
+        <translation>第 {n} 条消息经由之前的消息接在自己之后</translation>
+    </message>
+    <message>
+        <source>in message {n}, “{field}” is missing or has the wrong type</source>
+        <translation>第 {n} 条消息中，“{field}”缺失或类型错误</translation>
+    </message>
+    <message>
+        <source>“{field}” is missing or has the wrong type</source>
+        <translation>“{field}”缺失或类型错误</translation>
+    </message>
+    <message>
+        <source>The chat history file {path} was deleted while Floodgate was running. Floodgate created it again, with every conversation.</source>
+        <translation>聊天记录文件 {path} 在 Floodgate 运行时被删除。Floodgate 已重新创建它，并包含所有对话。</translation>
+    </message>
+    <message>
+        <source>The chat history file {path} was deleted while Floodgate was running. Floodgate created it again with the conversations of this session; older ones are in the backups in {folder}.</source>
+        <translation>聊天记录文件 {path} 在 Floodgate 运行时被删除。Floodgate 已用本次会话的对话重新创建它；较早的对话在 {folder} 的备份中。</translation>
+    </message>
+    <message>
+        <source>The chat history file {path} was replaced while Floodgate was running. Floodgate wrote every conversation to it again; the file that replaced it was kept as {aside}.</source>
+        <translation>聊天记录文件 {path} 在 Floodgate 运行时被替换。Floodgate 已重新写入所有对话；替换它的文件保存为 {aside}。</translation>
+    </message>
+    <message>
+        <source>The chat history file {path} was replaced while Floodgate was running. Floodgate wrote the conversations of this session to it again (older ones are in the backups in {folder}); the file that replaced it was kept as {aside}.</source>
+        <translation>聊天记录文件 {path} 在 Floodgate 运行时被替换。Floodgate 已重新写入本次会话的对话（较早的在 {folder} 的备份中）；替换它的文件保存为 {aside}。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} is damaged; it was kept, untouched, as {aside}. Floodgate opened its backup from {time} ({count} conversations as they were then) and recovered {recovered} newer conversations from the damaged file; the rest of what was written after {time} is lost.</source>
+        <translation>{path} 中的聊天记录已损坏；它原样保存为 {aside}。Floodgate 打开了 {time} 的备份（当时的 {count} 个对话），并从损坏的文件中恢复了 {recovered} 个较新的对话；{time} 之后写入的其余内容已丢失。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} is damaged; it was kept, untouched, as {aside}. Floodgate opened its backup from {time}: {count} conversations as they were then. What was written after {time} is lost.</source>
+        <translation>{path} 中的聊天记录已损坏；它原样保存为 {aside}。Floodgate 打开了 {time} 的备份：当时的 {count} 个对话。{time} 之后写入的内容已丢失。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. Floodgate opened its backup from {time} and wrote this session's conversations to it again.</source>
+        <translation>{path} 中的聊天记录在 Floodgate 运行时损坏；它保存为 {aside}。Floodgate 打开了 {time} 的备份，并重新写入了本次会话的对话。</translation>
+    </message>
+    <message>
+        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. There is no backup, so Floodgate started a new history with this session's conversations.</source>
+        <translation>{path} 中的聊天记录在 Floodgate 运行时损坏；它保存为 {aside}。没有备份，因此 Floodgate 用本次会话的对话新建了一份记录。</translation>
+    </message>
+    <message>
+        <source>Floodgate cannot lock its data folder {folder}, so it cannot tell whether another Floodgate uses it too.</source>
+        <translation>Floodgate 无法锁定数据文件夹 {folder}，因此无法判断是否有另一个 Floodgate 也在使用它。</translation>
+    </message>
+    <message>
+        <source>Floodgate cannot listen for other launches ({reason}); a second launch will say that this one does not answer.</source>
+        <translation>Floodgate 无法监听其他启动（{reason}）；再次启动时会提示此实例没有响应。</translation>
+    </message>
+    <message>
+        <source>Floodgate is already running with the data folder {folder} on another computer ({host}). Close it there first, or start this one with another data folder (FLOODGATE_HOME).</source>
+        <translation>另一台计算机（{host}）上的 Floodgate 正在使用数据文件夹 {folder}。请先在那里关闭它，或用另一个数据文件夹（FLOODGATE_HOME）启动此实例。</translation>
+    </message>
+    <message>
+        <source>Floodgate is already running with the data folder {folder} (process {pid}), but it did not answer: {reason}. Close it, or start this one with another data folder (FLOODGATE_HOME).</source>
+        <translation>Floodgate 已在使用数据文件夹 {folder} 运行（进程 {pid}），但它没有响应：{reason}。请关闭它，或用另一个数据文件夹（FLOODGATE_HOME）启动此实例。</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
-    <message>
-        <source>&amp;File</source>
-        <translation>文件(&amp;F)</translation>
-    </message>
-    <message>
-        <source>&amp;Open model…</source>
-        <translation>打开模型(&amp;O)…</translation>
-    </message>
-    <message>
-        <source>&amp;Settings…</source>
-        <translation>设置(&amp;S)…</translation>
-    </message>
-    <message>
-        <source>&amp;Models…</source>
-        <translation>模型(&amp;M)…</translation>
-    </message>
-    <message>
-        <source>&amp;Connect to a server…</source>
-        <translation>连接到服务器(&amp;C)…</translation>
-    </message>
-    <message>
-        <source>&amp;Quit</source>
-        <translation>退出(&amp;Q)</translation>
-    </message>
-    <message>
-        <source>&amp;View</source>
-        <translation>视图(&amp;V)</translation>
-    </message>
-    <message>
-        <source>&amp;Chat</source>
-        <translation>对话(&amp;C)</translation>
-    </message>
-    <message>
-        <source>&amp;New chat</source>
-        <translation>新对话(&amp;N)</translation>
-    </message>
-    <message>
-        <source>&amp;Regenerate the last reply</source>
-        <translation>重新生成最后一条回复(&amp;R)</translation>
-    </message>
-    <message>
-        <source>&amp;System prompt…</source>
-        <translation>系统提示(&amp;S)…</translation>
-    </message>
-    <message>
-        <source>Sampling for this &amp;conversation…</source>
-        <translation>本对话的采样设置(&amp;C)…</translation>
-    </message>
-    <message>
-        <source>Export as &amp;Markdown…</source>
-        <translation>导出为 &amp;Markdown…</translation>
-    </message>
-    <message>
-        <source>Export as &amp;JSON…</source>
-        <translation>导出为 &amp;JSON…</translation>
-    </message>
-    <message>
-        <source>&amp;Import a conversation…</source>
-        <translation>导入对话(&amp;I)…</translation>
-    </message>
-    <message>
-        <source>Conversations</source>
-        <translation>对话列表</translation>
-    </message>
-    <message>
-        <source>Undo delete</source>
-        <translation>撤销删除</translation>
-    </message>
     <message>
         <source>Editing a message: Enter sends it as a new version, Esc cancels.</source>
         <translation>正在编辑消息：按 Enter 作为新版本发送，按 Esc 取消。</translation>
@@ -396,24 +824,16 @@
         <translation>数据流诊断</translation>
     </message>
     <message>
-        <source>&amp;Theme</source>
-        <translation>主题(&amp;T)</translation>
+        <source>Attach files</source>
+        <translation>附加文件</translation>
     </message>
     <message>
-        <source>Follow the system</source>
-        <translation>跟随系统</translation>
+        <source>Attach…</source>
+        <translation>附加…</translation>
     </message>
     <message>
-        <source>Light</source>
-        <translation>浅色</translation>
-    </message>
-    <message>
-        <source>Dark</source>
-        <translation>深色</translation>
-    </message>
-    <message>
-        <source>&amp;Language</source>
-        <translation>语言(&amp;L)</translation>
+        <source>Attach files to the next message ({shortcut})</source>
+        <translation>为下一条消息附加文件（{shortcut}）</translation>
     </message>
     <message>
         <source>Send</source>
@@ -428,8 +848,24 @@
         <translation>正在停止…</translation>
     </message>
     <message>
+        <source>Some files are still being read: wait for them, or remove them.</source>
+        <translation>有些文件仍在读取：请等待，或移除它们。</translation>
+    </message>
+    <message>
+        <source>The attached files do not fit in the context: remove one, or include the part that fits.</source>
+        <translation>附加的文件超出了上下文：请移除一个，或只加入放得下的部分。</translation>
+    </message>
+    <message>
         <source>Type a message first.</source>
         <translation>请先输入消息。</translation>
+    </message>
+    <message>
+        <source>The room left in the context is not known yet.</source>
+        <translation>尚不知道上下文还剩多少空间。</translation>
+    </message>
+    <message>
+        <source>The prompt cache is cleared: conversations will be read again.</source>
+        <translation>提示缓存已清空：对话将被重新读取。</translation>
     </message>
     <message>
         <source>Open model</source>
@@ -536,6 +972,17 @@
     </message>
 </context>
 <context>
+    <name>SavingBanner</name>
+    <message>
+        <source>Export…</source>
+        <translation>导出…</translation>
+    </message>
+    <message>
+        <source>Export the conversation on screen</source>
+        <translation>导出屏幕上的对话</translation>
+    </message>
+</context>
+<context>
     <name>ServerDialog</name>
     <message>
         <source>Connect to a server</source>
@@ -562,7 +1009,7 @@
         <translation>模型</translation>
     </message>
     <message>
-        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to the system keyring when there is one, never to Floodgate&apos;s files or logs.</source>
+        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to the system keyring when there is one, never to Floodgate's files or logs.</source>
         <translation>llama-server、vLLM、Ollama 和 LM Studio 都提供这种 API。如有系统密钥环，密钥会存入其中，绝不会写入 Floodgate 的文件或日志。</translation>
     </message>
     <message>
@@ -570,7 +1017,7 @@
         <translation>连接</translation>
     </message>
     <message>
-        <source>Enter the server&apos;s address.</source>
+        <source>Enter the server's address.</source>
         <translation>请输入服务器地址。</translation>
     </message>
 </context>
@@ -592,6 +1039,10 @@
         <translation>搜索对话</translation>
     </message>
     <message>
+        <source>Conversations</source>
+        <translation>对话列表</translation>
+    </message>
+    <message>
         <source>New chat</source>
         <translation>新对话</translation>
     </message>
@@ -606,6 +1057,222 @@
     <message>
         <source>Untitled</source>
         <translation>未命名</translation>
+    </message>
+</context>
+<context>
+    <name>Timeline</name>
+    <message>
+        <source>prompt {done} / {total} tokens ({percent} %)</source>
+        <translation>提示 {done} / {total} 个词元（{percent}%）</translation>
+    </message>
+    <message>
+        <source>{seconds} s ago</source>
+        <translation>{seconds} 秒前</translation>
+    </message>
+    <message>
+        <source>{rate} tokens/s</source>
+        <translation>{rate} 词元/秒</translation>
+    </message>
+    <message>
+        <source>queue {depth} / {bound}</source>
+        <translation>队列 {depth} / {bound}</translation>
+    </message>
+    <message>
+        <source>frame {ms} ms</source>
+        <translation>帧 {ms} 毫秒</translation>
+    </message>
+    <message>
+        <source>lag {ms} ms</source>
+        <translation>延迟 {ms} 毫秒</translation>
+    </message>
+    <message>
+        <source>prompt {percent} %</source>
+        <translation>提示 {percent}%</translation>
+    </message>
+    <message>
+        <source>events</source>
+        <translation>事件</translation>
+    </message>
+    <message>
+        <source>tokens/s</source>
+        <translation>词元/秒</translation>
+    </message>
+    <message>
+        <source>queue</source>
+        <translation>队列</translation>
+    </message>
+    <message>
+        <source>ms</source>
+        <translation>毫秒</translation>
+    </message>
+    <message>
+        <source>seconds ago</source>
+        <translation>秒前</translation>
+    </message>
+    <message>
+        <source>depth</source>
+        <translation>深度</translation>
+    </message>
+    <message>
+        <source>bound</source>
+        <translation>上限</translation>
+    </message>
+    <message>
+        <source>frame cost</source>
+        <translation>帧耗时</translation>
+    </message>
+    <message>
+        <source>loop lag</source>
+        <translation>循环延迟</translation>
+    </message>
+</context>
+<context>
+    <name>TraceRecording</name>
+    <message>
+        <source>Record a flow trace…</source>
+        <translation>录制流程跟踪…</translation>
+    </message>
+    <message>
+        <source>Record what the flow does, as a trace for Perfetto or chrome://tracing</source>
+        <translation>把流程的运行录制为跟踪文件，可在 Perfetto 或 chrome://tracing 中打开</translation>
+    </message>
+    <message>
+        <source>Record a flow trace</source>
+        <translation>录制流程跟踪</translation>
+    </message>
+    <message>
+        <source>Trace files (*.json)</source>
+        <translation>跟踪文件 (*.json)</translation>
+    </message>
+    <message>
+        <source>Flow trace written to {path}</source>
+        <translation>流程跟踪已写入 {path}</translation>
+    </message>
+    <message>
+        <source>The flow trace could not be written: {reason}</source>
+        <translation>无法写入流程跟踪：{reason}</translation>
+    </message>
+    <message>
+        <source>● Recording a flow trace ({time})</source>
+        <translation>● 正在录制流程跟踪（{time}）</translation>
+    </message>
+    <message>
+        <source>View &gt; Record a flow trace… again to stop</source>
+        <translation>再次选择 视图 &gt; 录制流程跟踪… 即可停止</translation>
+    </message>
+    <message>
+        <source>Writing the flow trace…</source>
+        <translation>正在写入流程跟踪…</translation>
+    </message>
+</context>
+<context>
+    <name>Transcript</name>
+    <message>
+        <source>{tokens} tokens</source>
+        <translation>{tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>cut</source>
+        <translation>已截短</translation>
+    </message>
+    <message>
+        <source>Show the text of this attached file</source>
+        <translation>显示此附件的文字</translation>
+    </message>
+    <message>
+        <source>Attached file {name}</source>
+        <translation>附件 {name}</translation>
+    </message>
+</context>
+<context>
+    <name>WindowMenus</name>
+    <message>
+        <source>&amp;File</source>
+        <translation>文件(&amp;F)</translation>
+    </message>
+    <message>
+        <source>&amp;Open model…</source>
+        <translation>打开模型(&amp;O)…</translation>
+    </message>
+    <message>
+        <source>&amp;Settings…</source>
+        <translation>设置(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>Clear the &amp;prompt cache</source>
+        <translation>清空提示缓存(&amp;P)</translation>
+    </message>
+    <message>
+        <source>&amp;Models…</source>
+        <translation>模型(&amp;M)…</translation>
+    </message>
+    <message>
+        <source>&amp;Connect to a server…</source>
+        <translation>连接到服务器(&amp;C)…</translation>
+    </message>
+    <message>
+        <source>&amp;Quit</source>
+        <translation>退出(&amp;Q)</translation>
+    </message>
+    <message>
+        <source>&amp;View</source>
+        <translation>视图(&amp;V)</translation>
+    </message>
+    <message>
+        <source>&amp;Chat</source>
+        <translation>对话(&amp;C)</translation>
+    </message>
+    <message>
+        <source>&amp;New chat</source>
+        <translation>新对话(&amp;N)</translation>
+    </message>
+    <message>
+        <source>&amp;Attach files…</source>
+        <translation>附加文件(&amp;A)…</translation>
+    </message>
+    <message>
+        <source>&amp;Regenerate the last reply</source>
+        <translation>重新生成最后一条回复(&amp;R)</translation>
+    </message>
+    <message>
+        <source>&amp;System prompt…</source>
+        <translation>系统提示(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>Sampling for this &amp;conversation…</source>
+        <translation>本对话的采样设置(&amp;C)…</translation>
+    </message>
+    <message>
+        <source>Export as &amp;Markdown…</source>
+        <translation>导出为 &amp;Markdown…</translation>
+    </message>
+    <message>
+        <source>Export as &amp;JSON…</source>
+        <translation>导出为 &amp;JSON…</translation>
+    </message>
+    <message>
+        <source>&amp;Import a conversation…</source>
+        <translation>导入对话(&amp;I)…</translation>
+    </message>
+    <message>
+        <source>&amp;Theme</source>
+        <translation>主题(&amp;T)</translation>
+    </message>
+    <message>
+        <source>Follow the system</source>
+        <translation>跟随系统</translation>
+    </message>
+    <message>
+        <source>Light</source>
+        <translation>浅色</translation>
+    </message>
+    <message>
+        <source>Dark</source>
+        <translation>深色</translation>
+    </message>
+    <message>
+        <source>&amp;Language</source>
+        <translation>语言(&amp;L)</translation>
     </message>
 </context>
 </TS>
