@@ -299,9 +299,12 @@ class LlamaBackend:
         if code == 0:
             report.prefill_ended_at = time.perf_counter()
         else:
-            self._keep(conversation)
             if code == DECODE_ABORTED and stop.is_set():
+                # Nothing more on Stop's way out (its latency is measured to here): what was
+                # processed stays in place for a resume, and is handed to the cache when
+                # another conversation needs the context (_prepare keeps it first).
                 return
+            self._keep(conversation)
             if code == 1:
                 raise _ContextOverflowError(
                     f"no room in the KV cache (llama_decode returned {code})"
