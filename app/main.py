@@ -161,21 +161,13 @@ async def run_window(
     _wire_appearance(appearance, window)
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)
-    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def on_closed() -> None:
-        if not closed.done():
-            closed.set_result(None)
-
-    window.closed.connect(on_closed)
+    closed = _closing(window)
     window.show()
     # What was built at start lives as long as the app: keep it out of the collector's scans,
     # whose pauses grow with the heap (tens of ms with a large conversation on screen).
     gc.freeze()
     if instance is not None:
-        instance.arguments_received.connect(lambda launch: _come_forward(window, launch))
-        if instance.problem is not None:
-            window.view.add_note(say_sentence(instance.problem), error=True)
+        _listen_for_launches(instance, window)
     if args.trace is not None:
         window.trace_recording.start(args.trace)
     session.open_model(args.model or default_model_path())
@@ -186,6 +178,27 @@ async def run_window(
     window.hide()
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+def _closing(window: MainWindow) -> asyncio.Future[None]:
+    """A future that is done when the user closes the window."""
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_closed() -> None:
+        if not closed.done():
+            closed.set_result(None)
+
+    window.closed.connect(on_closed)
+    return closed
+
+
+def _listen_for_launches(instance: SingleInstance, window: MainWindow) -> None:
+    """Later launches on this data folder hand their model to this window."""
+    from app.flow.words import say_sentence
+
+    instance.arguments_received.connect(lambda launch: _come_forward(window, launch))
+    if instance.problem is not None:
+        window.view.add_note(say_sentence(instance.problem), error=True)
 
 
 def _come_forward(window: MainWindow, launch: LaunchArguments) -> None:
