@@ -277,6 +277,7 @@ def test_attach_remove_by_keyboard_send_and_open_the_chip(
     others = [b for k, b in header.buttons.items() if b.isVisible() and b is not chips[0]]
     assert chips[0].geometry().right() < min(b.x() for b in others)  # beside them, not over
     assert chips[0].y() == header.buttons["copy"].y()
+    assert header.controls()[0] is chips[0]  # Tab reaches it first in the message
     window.grab().save(str(tmp_path / "window.png"))
     chips[0].click()
     dialogs = [w for w in window.findChildren(AttachmentDialog) if w.isVisible()]

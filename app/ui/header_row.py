@@ -18,6 +18,9 @@ from app.ui.action_button import ActionButton
 from app.ui.row_base import MARGIN, Row
 from app.ui.text_block import TextBlock
 
+Words = Callable[[], tuple[str, str, str]]
+"""Gives a button's label, tooltip and spoken name, in the current language."""
+
 ORDER = ("copy", "regenerate", "edit", "next", "counter", "previous")
 """Right to left: Copy, then the other actions, with the variant counter between ‹ and ›."""
 
@@ -100,16 +103,25 @@ class HeaderRow(Row):
         self._counter.setTextFormat(Qt.TextFormat.PlainText)
         self._counter.hide()
         self.buttons: dict[str, QToolButton] = {}
+        self._words: dict[str, Words] = {}
         self.copy_button = self.add_action("copy", self._on_copy)
         self.copy_button.setObjectName("copyMessage")
         self.speaker = speaker
         self.author = speaker
 
-    def add_action(self, key: str, callback: Callable[[], None]) -> QToolButton:
-        """Add a button (``"edit"``, ``"regenerate"``, ``"previous"``, ``"next"``)."""
+    def add_action(
+        self, key: str, callback: Callable[[], None], words: Words | None = None
+    ) -> QToolButton:
+        """Add a button (``"edit"``, ``"regenerate"``, ``"previous"``, ``"next"``).
+
+        Any other key is a button of the caller's, such as a prompt's attachment chip, worded
+        by ``words``; such buttons sit left of the actions, in the order they were added.
+        """
         button = ActionButton(self)
         button.clicked.connect(lambda _=False: callback())
         self.buttons[key] = button
+        if words is not None:
+            self._words[key] = words
         self._retranslate_button(key)
         button.show()
         self._place()
@@ -132,7 +144,8 @@ class HeaderRow(Row):
         return self._copy_text()
 
     def _retranslate_button(self, key: str) -> None:
-        text, tip, name = action_text(key, prompt=self.prompt)
+        words = self._words.get(key)
+        text, tip, name = words() if words is not None else action_text(key, prompt=self.prompt)
         self.buttons[key].setText(text)
         self.buttons[key].setToolTip(tip)
         self.buttons[key].setAccessibleName(name)
@@ -151,7 +164,8 @@ class HeaderRow(Row):
         top = 12
         height = self.buttons["copy"].sizeHint().height()
         right = self.width() - MARGIN
-        for key in ORDER:
+        extra = [key for key in self.buttons if key not in ORDER]
+        for key in [*ORDER, *reversed(extra)]:
             widget: QWidget | None = self._counter if key == "counter" else self.buttons.get(key)
             if widget is None or widget.isHidden():
                 continue
@@ -187,7 +201,8 @@ class HeaderRow(Row):
 
     @override
     def controls(self) -> list[QWidget]:
-        return [self.buttons[k] for k in TAB_ORDER if k in self.buttons]
+        extra = [self.buttons[k] for k in self.buttons if k not in ORDER]
+        return [*extra, *(self.buttons[k] for k in TAB_ORDER if k in self.buttons)]
 
     @override
     def accessible_children(self) -> list[QWidget]:

@@ -6,14 +6,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
 from PySide6.QtGui import QFontDatabase, QFontMetrics
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QLabel,
     QPlainTextEdit,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -128,14 +127,11 @@ class Transcript(QObject):
         def open_text() -> None:
             show_attachment(view, attachment)
 
-        chip = header.add_action(f"attachment-{position}", open_text)
+        def words() -> tuple[str, str, str]:
+            return chip_words(attachment, has_paperclip(header.fontMetrics()))
+
+        chip = header.add_action(f"attachment-{position}", open_text, words)
         chip.setObjectName("attachmentChip")
-        label_chip(chip, attachment)
-        keeper = header.findChild(_ChipKeeper)
-        if keeper is None:
-            keeper = _ChipKeeper(header)
-        keeper.chips.append((chip, attachment))
-        keeper.schedule()
 
     def reply_started(self) -> None:
         """Add the new prompt and its (empty) reply below everything drawn so far."""
@@ -176,57 +172,14 @@ def attachment_label(attachment: dict[str, object], paperclip: bool = True) -> s
     return " · ".join(parts)
 
 
-def label_chip(chip: QToolButton, attachment: dict[str, object]) -> None:
-    """Set a prompt's attachment chip's text, tooltip and spoken name (current language)."""
+def chip_words(attachment: dict[str, object], paperclip: bool) -> tuple[str, str, str]:
+    """A prompt's attachment chip's label, tooltip and spoken name, in the current language."""
     name = str(attachment.get("name", ""))
-    chip.setText(attachment_label(attachment, has_paperclip(chip.fontMetrics())))
-    chip.setToolTip(QCoreApplication.translate("Transcript", "Show the text of this attached file"))
-    chip.setAccessibleName(
-        QCoreApplication.translate("Transcript", "Attached file {name}").format(name=name)
+    return (
+        attachment_label(attachment, paperclip),
+        QCoreApplication.translate("Transcript", "Show the text of this attached file"),
+        QCoreApplication.translate("Transcript", "Attached file {name}").format(name=name),
     )
-
-
-class _ChipKeeper(QObject):
-    """Places a prompt header's attachment chips left of its buttons, and words them again.
-
-    The header lays out only the actions it knows (Copy, Edit...) and words them by their
-    keys; until it knows attachment chips, this keeps them beside the others after each
-    resize or change of language.
-    """
-
-    def __init__(self, header: HeaderRow) -> None:
-        super().__init__(header)
-        self.header = header
-        self.chips: list[tuple[QToolButton, dict[str, object]]] = []
-        self._pending = False
-        header.installEventFilter(self)
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """After the header's own handling of a resize, show or language change: place again."""
-        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show, QEvent.Type.LanguageChange):
-            self.schedule()
-        return False
-
-    def schedule(self) -> None:
-        if not self._pending:
-            self._pending = True
-            QTimer.singleShot(0, self, self._place)
-
-    def _place(self) -> None:
-        self._pending = False
-        chip_buttons = {chip for chip, _ in self.chips}
-        others = [
-            b for b in self.header.buttons.values() if b not in chip_buttons and not b.isHidden()
-        ]
-        if not others:
-            return
-        left = min(b.x() for b in others)
-        top, height = others[0].y(), others[0].height()
-        for chip, attachment in reversed(self.chips):
-            label_chip(chip, attachment)
-            width = chip.sizeHint().width()
-            left -= width + 2
-            chip.setGeometry(left, top, width, height)
 
 
 class AttachmentDialog(QDialog):
