@@ -136,6 +136,26 @@ def read_json(text: str) -> Imported:
     Raises:
         NotAConversationError: the text is not such a document; its sentence says why.
     """
+    doc = _document(text)
+    messages = doc.get("messages")
+    if not isinstance(messages, list):
+        raise _wrong_field("messages")
+    reader = _Reader()
+    conversation = Conversation(
+        title=reader.text(doc, "title"),
+        system_prompt=reader.text(doc, "system_prompt"),
+        model=reader.text(doc, "model"),
+        created_at=_number(doc, "created_at"),
+        updated_at=_number(doc, "updated_at"),
+        settings=_settings(doc),
+    )
+    ids = _read_messages(messages, conversation, reader)
+    conversation.leaf_id = _leaf(doc, ids, conversation)
+    return Imported(conversation, reader.replaced)
+
+
+def _document(text: str) -> dict[str, Any]:
+    """Parse ``text`` and check it is a Floodgate export of a version this one can read."""
     try:
         doc: Any = json.loads(text)
     except ValueError as exc:
@@ -156,18 +176,17 @@ def read_json(text: str) -> Imported:
         raise _wrong_field("version")
     if version > VERSION:
         raise _refuse(QT_TRANSLATE_NOOP("Floodgate", "it was made by a newer Floodgate"))
-    messages = doc.get("messages")
-    if not isinstance(messages, list):
-        raise _wrong_field("messages")
-    reader = _Reader()
-    conversation = Conversation(
-        title=reader.text(doc, "title"),
-        system_prompt=reader.text(doc, "system_prompt"),
-        model=reader.text(doc, "model"),
-        created_at=_number(doc, "created_at"),
-        updated_at=_number(doc, "updated_at"),
-        settings=_settings(doc),
-    )
+    return doc
+
+
+def _read_messages(
+    messages: list[Any], conversation: Conversation, reader: _Reader
+) -> dict[str, str]:
+    """Read every message into ``conversation`` under a fresh id, its parents checked.
+
+    Returns:
+        The file's ids mapped to the fresh ones.
+    """
     ids: dict[str, str] = {}
     parents: dict[str, str | None] = {}
     for n, item in enumerate(messages, start=1):
@@ -193,6 +212,11 @@ def read_json(text: str) -> Imported:
     _check_no_loop(parents)
     for message in conversation.nodes.values():
         message.parent_id = ids[message.parent_id] if message.parent_id is not None else None
+    return ids
+
+
+def _leaf(doc: dict[str, Any], ids: dict[str, str], conversation: Conversation) -> str | None:
+    """The fresh id of the message the file shows, or the newest one when it names none."""
     leaf = doc.get("leaf_id")
     if leaf is not None and not isinstance(leaf, str):
         raise _wrong_field("leaf_id")
@@ -200,10 +224,11 @@ def read_json(text: str) -> Imported:
         raise _refuse(
             QT_TRANSLATE_NOOP("Floodgate", "the message it shows (leaf_id) is not in the file")
         )
-    conversation.leaf_id = ids[leaf] if leaf is not None else None
-    if conversation.leaf_id is None and conversation.nodes:
-        conversation.leaf_id = max(conversation.nodes.values(), key=lambda m: m.created_at).id
-    return Imported(conversation, reader.replaced)
+    if leaf is not None:
+        return ids[leaf]
+    if conversation.nodes:
+        return max(conversation.nodes.values(), key=lambda m: m.created_at).id
+    return None
 
 
 class _Reader:
