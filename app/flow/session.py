@@ -8,15 +8,13 @@ methods and render what its signals say; they never touch the worker or the queu
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject
 
 from app import defaults
 from app.engine import BackendOpener, EngineOptions, GenerationSettings, ModelInfo
-from app.engine.context import TEMPLATE_OVERHEAD
 from app.engine.documents import Attachment
 from app.engine.remote import RemoteEndpoint
 from app.flow.archive import Archive
@@ -24,22 +22,18 @@ from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
 from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import as_settings, engine_options, generation_settings, with_conversation
-from app.flow.reply import ReplyRunner, prompt_for_model
+from app.flow.reply import ReplyRunner
+from app.flow.room import MIN_RATE_TOKENS, PromptRoom
 from app.flow.words import say
-from app.flow.worker import InferenceWorker
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
 from app.store.settings import Settings, with_overrides
 from app.store.text import storable_text
 
-__all__ = ["DEFAULT_QUEUE_BOUND", "ChatSession", "ModelState"]
+__all__ = ["DEFAULT_QUEUE_BOUND", "MIN_RATE_TOKENS", "ChatSession", "ModelState"]
 
 DEFAULT_QUEUE_BOUND = defaults.QUEUE_BOUND
-
-MIN_RATE_TOKENS = 16
-"""A prompt-processing rate is kept only from a reply that processed at least this many
-tokens: a few tokens in a few milliseconds say little about a long document."""
 
 
 class ChatSession(QObject):
@@ -97,10 +91,12 @@ class ChatSession(QObject):
         library.notice.connect(host.notice)
         runner.notice.connect(host.notice)
         runner.reply_ended.connect(lambda _status, _note: host.reply_ended())
-        self.prefill_rate: float | None = None
-        """The last prompt-processing rate measured on this machine, tokens/s (None: none yet);
-        what the attachments' "about N s to read" is reckoned from."""
-        runner.reply_ended.connect(self._keep_prefill_rate)
+        self.room = PromptRoom(host, self.metrics, self.reply_settings, lambda: self.conversation)
+        """The room in the context for attachments, and this machine's reading rate."""
+        runner.reply_ended.connect(self.room.keep_prefill_rate)
+        self.count_tokens = self.room.count_tokens
+        self.room_budget = self.room.budget
+        self.room_for_attachments = self.room.for_attachments
 
     # -- what the parts hold --------------------------------------------------------------------
 
@@ -118,6 +114,15 @@ class ChatSession(QObject):
     def archive(self) -> Archive | None:
         """Where conversations are saved; None keeps them in memory only."""
         return self.library.archive
+
+    @property
+    def prefill_rate(self) -> float | None:
+        """The last prompt-processing rate measured on this machine, tokens/s (None: none yet)."""
+        return self.room.prefill_rate
+
+    @prefill_rate.setter
+    def prefill_rate(self, rate: float | None) -> None:
+        self.room.prefill_rate = rate
 
     @property
     def model(self) -> ModelInfo | None:
@@ -215,78 +220,10 @@ class ChatSession(QObject):
         if (not text.strip() and not attachments) or self.generating:
             return False
         kept = [a.to_dict() for a in attachments]
-        self._answer(self.conversation.add("user", self._storable(text), attachments=kept))
+        self._answer(
+            self.conversation.add("user", _storable(text, self.notice.emit), attachments=kept)
+        )
         return True
-
-    # -- attachments ----------------------------------------------------------------------------
-
-    def count_tokens(self, text: str) -> int | None:
-        """The open local model's token count of ``text`` (None: no local model, or closing).
-
-        Blocks until the worker gets to it: call it off the UI thread (the attachment reader
-        does, from its own threads).
-        """
-        producer = self.host.producer
-        if isinstance(producer, InferenceWorker):
-            return producer.count_tokens(text)
-        return None
-
-    def room_budget(self) -> int | None:
-        """The prompt's share of the context (the reply keeps its room), None without a model."""
-        model = self.model
-        if model is None or model.n_ctx <= 0:
-            return None
-        n_ctx = model.n_ctx
-        return n_ctx - min(self.reply_settings().max_tokens, n_ctx // 4)
-
-    async def room_for_attachments(self) -> int | None:
-        """The tokens left in the context for the next prompt's attachments (None: unknown).
-
-        The context less the reply's room, the conversation so far (counted on the worker,
-        off the UI thread) and the question's turn at the template's overhead. Older turns
-        would be left out of a prompt that does not fit, so this is the room with all of them
-        kept: on the safe side.
-        """
-        budget = self.room_budget()
-        if budget is None:
-            return None
-        # Read here, on the UI thread; only the counting runs elsewhere.
-        contents = [content for _role, content in self.conversation.history(prompt_for_model)]
-        used = await asyncio.to_thread(self._count_turns, contents)
-        if used is None:
-            return None
-        return max(0, budget - used - TEMPLATE_OVERHEAD)
-
-    def _count_turns(self, contents: Sequence[str]) -> int | None:
-        total = 0
-        for content in contents:
-            counted = self.count_tokens(content)
-            if counted is None:
-                return None
-            total += counted + TEMPLATE_OVERHEAD
-        return total
-
-    def _keep_prefill_rate(self, _status: str, _note: str) -> None:
-        metrics = self.metrics
-        processed = metrics.prefill_done - metrics.cached_tokens
-        rate = metrics.prefill_rate
-        if rate is not None and processed >= MIN_RATE_TOKENS:
-            self.prefill_rate = rate
-
-    def _storable(self, text: str) -> str:
-        """What the user gave, made storable (the same rule as every other way text enters)."""
-        kept, replaced = storable_text(text)
-        if replaced:
-            self.notice.emit(
-                say(
-                    QT_TRANSLATE_NOOP(
-                        "Floodgate",
-                        "Some characters in your message could not be kept and were replaced "
-                        "with �.",
-                    )
-                )
-            )
-        return kept
 
     def regenerate(self) -> bool:
         """Ask again for the last reply; the earlier one stays as a variant to flip back to."""
@@ -316,7 +253,7 @@ class ChatSession(QObject):
         self._show_path_to(message.parent_id)
         prompt = self.conversation.add(
             "user",
-            self._storable(text),
+            _storable(text, self.notice.emit),
             parent_id=message.parent_id,
             after_leaf=False,
             attachments=kept,
@@ -416,3 +353,18 @@ class ChatSession(QObject):
         await self.runner.stop_and_wait()
         await self.library.keep_imported(conversation)
         return True
+
+
+def _storable(text: str, notice: Callable[[str], object]) -> str:
+    """What the user gave, made storable (the same rule as every other way text enters)."""
+    kept, replaced = storable_text(text)
+    if replaced:
+        notice(
+            say(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "Some characters in your message could not be kept and were replaced with �.",
+                )
+            )
+        )
+    return kept
