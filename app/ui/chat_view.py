@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import math
 import time
-from collections import deque
-from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
@@ -23,6 +20,10 @@ from typing_extensions import override
 from app.flow.pacing import HALF_A_FRAME_S, Slicer
 from app.ui import accessibility
 from app.ui.action_button import ActionButton, FocusRing
+from app.ui.build_queue import BUILD_ROWS as BUILD_ROWS
+from app.ui.build_queue import FEED_CHARS as FEED_CHARS
+from app.ui.build_queue import SLICE_CHARS as SLICE_CHARS
+from app.ui.build_queue import BuildQueue
 from app.ui.colors import Theme, theme_for
 from app.ui.header_row import HeaderRow
 from app.ui.message_keys import MessageKeys
@@ -41,24 +42,11 @@ PIN_SLACK_PX = 4
 ANNOUNCED_CHARS = 2000
 """A finished reply is announced up to this many characters (the rest is read in the view)."""
 
-FEED_CHARS = 2000
-"""A large piece of a reply is fed to its Markdown stream this many characters at a time: the
-stream's cost per update is bounded only for small feeds."""
-
-SLICE_CHARS = 16000
-"""At most this much text is fed per event-loop turn while building (whatever the clock says)."""
-
 BULK_CHARS = 8000
 """A message or piece longer than this is built over event-loop turns, not in the call."""
 
-BUILD_ROWS = 24
-"""At most this many rows are made per event-loop turn while building."""
-
 CLEAR_ROWS = 200
 """Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
-
-Job = Callable[[float], bool]
-"""A piece of building: works until the deadline it is given; returns True when done."""
 
 
 def _give_back_memory() -> None:
@@ -72,14 +60,6 @@ def _give_back_memory() -> None:
     except (OSError, AttributeError):
         return  # not glibc
     trim(0)
-
-
-def _once(action: Callable[[], None]) -> Job:
-    def step(_deadline: float) -> bool:
-        action()
-        return True
-
-    return step
 
 
 class ChatView(QScrollArea):
@@ -117,13 +97,8 @@ class ChatView(QScrollArea):
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
         self._relayout = Slicer(self._relayout_step, RELAYOUT_SLICE_S, self)
-        self._jobs: deque[Job] = deque()
-        self._builder = Slicer(self._build_step, parent=self)
-        self._slice_chars = 0
-        self._slice_rows = 0
-        self._in_job = False
-        self.slices = 0
-        """Slices of building done (tests and the bench count the work per slice by it)."""
+        self.builder = BuildQueue(self)
+        """Builds large messages a slice per event-loop turn, in order."""
         self._sweeper = Slicer(self._sweep_step, parent=self)
         self.selection = Selection(self.stack)
         self._mouse = MouseSelection(self, self.stack, self.selection)
@@ -138,105 +113,21 @@ class ChatView(QScrollArea):
 
     # -- building the conversation ------------------------------------------------------------
     #
-    # A message is built at once when it is small and nothing is waiting; otherwise its work
-    # joins a queue that a Slicer works through a slice per event-loop turn, and every later
-    # call joins the queue behind it, so rows always land in the order they were asked for.
+    # Small messages are built in the call; large ones by the build queue (app.ui.build_queue).
 
     @property
     def building(self) -> bool:
         """Whether rows asked for are still being built (a slice per event-loop turn)."""
-        return bool(self._jobs)
+        return self.builder.building
+
+    @property
+    def slices(self) -> int:
+        """Slices of building done (tests and the bench count the work per slice by it)."""
+        return self.builder.slices
 
     def finish_building(self) -> None:
         """Build everything still waiting, now."""
-        while self._jobs:
-            self._build_step(math.inf)
-        self._builder.cancel()
-
-    def _later(self, job: Job) -> None:
-        self._jobs.append(job)
-        if not self._builder.running:
-            self._builder.schedule()
-
-    def _now_or_later(self, action: Callable[[], None]) -> None:
-        # A job's own calls (a note after a reply) are its work: done in it, not queued.
-        if self._jobs and not self._in_job:
-            self._later(_once(action))
-        else:
-            action()
-
-    def _build_step(self, deadline: float) -> bool:
-        self.slices += 1
-        # Finishing at once (an infinite deadline) has no limit per slice either.
-        self._slice_chars = 0 if math.isfinite(deadline) else -(10**18)
-        self._slice_rows = 0
-        while self._jobs:
-            self._in_job = True
-            try:
-                done = self._jobs[0](deadline)
-            finally:
-                self._in_job = False
-            if not done:
-                return False
-            self._jobs.popleft()
-            if self._jobs and time.perf_counter() > deadline:
-                return False
-        return True
-
-    def _feed_job(self, reply: ReplyRows, text: str, *, then_open: bool = True) -> Job:
-        """Feeds ``text`` to a reply in small pieces and makes their rows, a slice at a time.
-
-        ``then_open``: the reply goes on streaming, so the last piece shows its open blocks
-        (a whole reply, which finishes next, does not).
-        """
-        position = 0
-        size = FEED_CHARS
-
-        def step(deadline: float) -> bool:
-            nonlocal position, size
-            packing = reply.pack
-            reply.pack = True
-            try:
-                while True:
-                    if reply.pending:
-                        if not self._drain(reply, deadline):
-                            return False
-                    elif position >= len(text):
-                        return True
-                    elif self._slice_chars > 0 and (
-                        self._slice_chars + size > SLICE_CHARS or time.perf_counter() > deadline
-                    ):
-                        return False
-                    else:
-                        piece = text[position : position + size]
-                        position += len(piece)
-                        self._slice_chars += len(piece)
-                        last = position >= len(text)
-                        reply.append(piece, bulk=True, show_open=then_open and last)
-            finally:
-                reply.pack = packing
-
-        return step
-
-    def _finish_job(self, reply: ReplyRows, *, timed: bool) -> Job:
-        """Ends a reply, making the rows of its last blocks a slice at a time."""
-        started = False
-
-        def step(deadline: float) -> bool:
-            nonlocal started
-            if not started:
-                started = True
-                reply.finish(timed=timed, bulk=True)
-            return self._drain(reply, deadline)
-
-        return step
-
-    def _drain(self, reply: ReplyRows, deadline: float) -> bool:
-        """Makes a reply's waiting rows within the slice; returns whether none are left."""
-        if self._slice_rows >= BUILD_ROWS and math.isfinite(deadline):
-            return False
-        self._slice_rows += reply.drain(deadline, BUILD_ROWS if math.isfinite(deadline) else 10**9)
-        return not reply.pending
+        self.builder.finish()
 
     def add_user_message(self, text: str) -> HeaderRow:
         """Show a prompt the user sent (as plain text: it is never interpreted).
@@ -254,13 +145,13 @@ class ChatView(QScrollArea):
             row.set_plain(text)
             self.stack.append(row)
 
-        self._now_or_later(build)
+        self.builder.now_or_later(build)
         return header
 
     def begin_reply(self, speaker: str = "Floodgate") -> HeaderRow:
         """Start an empty reply that :meth:`append_to_reply` grows; returns its header."""
         self._reply = reply = ReplyRows(self, speaker, attach=False)
-        self._now_or_later(reply.attach)
+        self.builder.now_or_later(reply.attach)
         return reply.header
 
     def add_reply(self, speaker: str, text: str) -> HeaderRow:
@@ -269,15 +160,15 @@ class ChatView(QScrollArea):
         A long reply is built a slice per event-loop turn (see :attr:`building`).
         """
         reply = ReplyRows(self, speaker, attach=False)
-        if len(text) <= BULK_CHARS and not self._jobs:
+        if len(text) <= BULK_CHARS and not self.builder.building:
             reply.attach()
             reply.append(text)
             reply.finish(timed=False)
         else:
             reply.pack = True
-            self._now_or_later(reply.attach)
-            self._later(self._feed_job(reply, text, then_open=False))
-            self._later(self._finish_job(reply, timed=False))
+            self.builder.now_or_later(reply.attach)
+            self.builder.later(self.builder.feed_job(reply, text, then_open=False))
+            self.builder.later(self.builder.finish_job(reply, timed=False))
         return reply.header
 
     def append_to_reply(self, text: str) -> None:
@@ -291,12 +182,12 @@ class ChatView(QScrollArea):
         reply = self._reply
         assert reply is not None
         self.updates += 1
-        if len(text) <= BULK_CHARS and not self._jobs:
+        if len(text) <= BULK_CHARS and not self.builder.building:
             self._show_progress_now("")
             reply.append(text)
             return
-        self._now_or_later(lambda: self._show_progress_now(""))
-        self._later(self._feed_job(reply, text))
+        self.builder.now_or_later(lambda: self._show_progress_now(""))
+        self.builder.later(self.builder.feed_job(reply, text))
 
     def show_progress(self, text: str) -> None:
         """Say, under the reply's header, how far the model is in reading the prompt.
@@ -304,7 +195,7 @@ class ChatView(QScrollArea):
         Updated in place (a few times a second); an empty ``text`` removes it, which happens
         before the reply's first text arrives, so it is always the bottom row.
         """
-        self._now_or_later(lambda: self._show_progress_now(text))
+        self.builder.now_or_later(lambda: self._show_progress_now(text))
 
     def _show_progress_now(self, text: str) -> None:
         row = self._progress
@@ -330,13 +221,13 @@ class ChatView(QScrollArea):
         reply = self._reply
         self._reply = None
 
-        self._now_or_later(lambda: self._show_progress_now(""))
+        self.builder.now_or_later(lambda: self._show_progress_now(""))
         if reply is not None:
-            finish = self._finish_job(reply, timed=True)
-            self._slice_rows = 0
+            finish = self.builder.finish_job(reply, timed=True)
+            self.builder.slice_rows = 0
             # Done in the call when it is small (it nearly always is), or later, in order.
-            if self._jobs or not finish(time.perf_counter() + HALF_A_FRAME_S):
-                self._later(finish)
+            if self.builder.building or not finish(time.perf_counter() + HALF_A_FRAME_S):
+                self.builder.later(finish)
 
         def close() -> None:
             if note:
@@ -345,7 +236,7 @@ class ChatView(QScrollArea):
                 text = reply.answer_text(ANNOUNCED_CHARS + 1)
                 self.announce_reply(reply.speaker, text, note)
 
-        self._now_or_later(close)
+        self.builder.now_or_later(close)
 
     def announce_reply(self, speaker: str, text: str, note: str = "") -> bool:
         """Have a screen reader say a finished reply; returns whether it could be announced."""
@@ -364,12 +255,11 @@ class ChatView(QScrollArea):
             row.set_plain(text)
             self.stack.append(row)
 
-        self._now_or_later(build)
+        self.builder.now_or_later(build)
 
     def clear(self) -> None:
         """Remove everything shown, at once; the rows are deleted a slice per event-loop turn."""
-        self._jobs.clear()
-        self._builder.cancel()
+        self.builder.clear()
         self._reply = None
         self._progress = None
         self.focus_ring.follow(None)
