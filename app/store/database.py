@@ -33,6 +33,7 @@ from app.store.backup import (
     prune_backups,
 )
 from app.store.conversation import ATTACHMENT_FIELDS, Conversation, Message, title_from
+from app.store.message_rows import read_messages, write_messages
 from app.store.paths import data_dir
 from app.store.rescue import (
     connect,
@@ -305,33 +306,7 @@ class Database:
             leaf_id=row[6],
             settings=_settings(row[7]),
         )
-        for m in self._db.execute(
-            "SELECT id, parent_id, role, content, status, note, model, created_at"
-            " FROM messages WHERE conversation_id = ? ORDER BY created_at",
-            (conversation_id,),
-        ):
-            conversation.nodes[m[0]] = Message(
-                role=m[2],
-                content=m[3],
-                status=m[4],
-                note=m[5],
-                id=m[0],
-                parent_id=m[1],
-                model=m[6],
-                created_at=m[7],
-            )
-        columns = ", ".join(f"a.{name}" for name in ATTACHMENT_FIELDS)
-        for row in self._db.execute(
-            f"SELECT a.message_id, {columns} FROM attachments a"
-            " JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = ?"
-            " ORDER BY a.message_id, a.position",
-            (conversation_id,),
-        ):
-            message = conversation.nodes.get(row[0])
-            if message is not None:
-                attachment = dict(zip(ATTACHMENT_FIELDS, row[1:], strict=True))
-                attachment["cut"] = bool(attachment["cut"])
-                message.attachments.append(attachment)
+        read_messages(self._db, conversation)
         return conversation
 
     def save_conversation(self, conversation: Conversation) -> None:
@@ -369,40 +344,7 @@ class Database:
         held = self._held.setdefault(conversation_id, Conversation(id=conversation_id))
         held.nodes.update((m.id, m) for m in clean)
         with self._db:
-            self._db.executemany(
-                "INSERT INTO messages"
-                " (id, conversation_id, parent_id, role, content, status, note, model, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(id) DO UPDATE SET content = excluded.content,"
-                " status = excluded.status, note = excluded.note, model = excluded.model",
-                [
-                    (
-                        m.id,
-                        conversation_id,
-                        m.parent_id,
-                        m.role,
-                        m.content,
-                        m.status,
-                        m.note,
-                        m.model,
-                        m.created_at,
-                    )
-                    for m in clean
-                ],
-            )
-            # A message's attachments are replaced whole, in the same transaction.
-            self._db.executemany(
-                "DELETE FROM attachments WHERE message_id = ?", [(m.id,) for m in clean]
-            )
-            self._db.executemany(
-                f"INSERT INTO attachments (message_id, position, {', '.join(ATTACHMENT_FIELDS)})"
-                f" VALUES (?, ?, {', '.join('?' * len(ATTACHMENT_FIELDS))})",
-                [
-                    (m.id, position, *(a.get(name) for name in ATTACHMENT_FIELDS))
-                    for m in clean
-                    for position, a in enumerate(m.attachments)
-                ],
-            )
+            write_messages(self._db, conversation_id, clean)
         self.changed = True
 
     def save_all(self, conversation: Conversation) -> None:
