@@ -12,38 +12,33 @@ from PySide6.QtGui import (
     QDragEnterEvent,
     QDragMoveEvent,
     QDropEvent,
-    QIcon,
     QKeySequence,
     QShortcut,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QPushButton,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
-from shiboken6 import isValid
 
 from app.engine import ModelInfo
 from app.engine.documents import Attachment
-from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui import chat_dialogs
-from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime
 from app.ui.chat_view import ChatView
 from app.ui.composer import Composer
+from app.ui.composer_attachments import ComposerAttachments
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
-from app.ui.menus import ATTACH_SHORTCUT, WindowMenus
+from app.ui.menus import WindowMenus
 from app.ui.saving_banner import SavingBanner
 from app.ui.trace_recording import TraceRecording
-from app.ui.transcript import APP_NAME, Transcript, has_paperclip
+from app.ui.transcript import APP_NAME, Transcript
 
 
 class MainWindow(QMainWindow):
@@ -68,8 +63,6 @@ class MainWindow(QMainWindow):
         self._tasks: set[asyncio.Future[object]] = set()
         self._refresh_pending = False
         self._deleted: str | None = None
-        self._room_asked = 0  # the newest question about the room left; older answers are stale
-        self._file_dialog: QFileDialog | None = None
         self._build_central()
         self._build_docks()
         self.transcript = Transcript(
@@ -114,16 +107,10 @@ class MainWindow(QMainWindow):
         self.send_button = QPushButton()
         self.send_button.setObjectName("sendButton")
         self.send_button.setDefault(True)
-        self.attach_button = QToolButton()
-        self.attach_button.setObjectName("attachButton")
-        icon = QIcon.fromTheme("mail-attachment")
-        if not icon.isNull():
-            self.attach_button.setIcon(icon)
-        self.attach_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.tray = AttachmentTray()
-        self.reader = AttachmentReader(
-            self.session.count_tokens, prefill_rate=lambda: self.session.prefill_rate, parent=self
-        )
+        self.attachments = ComposerAttachments(self, self.session, self.spawn)
+        self.attach_button = self.attachments.attach_button
+        self.tray = self.attachments.tray
+        self.reader = self.attachments.reader
         self.setAcceptDrops(True)
         self.state_label = QLabel(self.session.describe_state())
         self.state_label.setObjectName("stateLabel")
@@ -173,17 +160,8 @@ class MainWindow(QMainWindow):
         self.composer.submitted.connect(self.send)
         self.composer.stop_requested.connect(self.stop)
         self.send_button.clicked.connect(self._on_send_button)
-        self.attach_button.clicked.connect(self.choose_attachments)
         self.composer.files_pasted.connect(self.attach)
-        reader, tray = self.reader, self.tray
-        reader.started.connect(lambda name, _path: tray.add_reading(name))
-        reader.progress.connect(tray.show_progress)
-        reader.ready.connect(tray.show_ready)
-        reader.failed.connect(tray.show_failed)
-        reader.cancelled.connect(tray.show_cancelled)
-        tray.cancel_requested.connect(reader.cancel)
-        tray.include_part_requested.connect(self._include_part)
-        session.conversation_loaded.connect(self.refresh_room)
+        self.attachments.wire()
         session.state_changed.connect(self._on_state_changed)
         session.model_changed.connect(self._on_model_changed)
         session.notice.connect(self._on_notice)
@@ -218,17 +196,7 @@ class MainWindow(QMainWindow):
             self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
         )
         self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
-        self.attach_button.setAccessibleName(self.tr("Attach files"))
-        if self.attach_button.icon().isNull():
-            paperclip = has_paperclip(self.attach_button.fontMetrics())
-            self.attach_button.setText("\N{PAPERCLIP}" if paperclip else self.tr("Attach…"))
-        self.attach_button.setToolTip(
-            self.tr("Attach files to the next message ({shortcut})").format(
-                shortcut=QKeySequence(ATTACH_SHORTCUT).toString(
-                    QKeySequence.SequenceFormat.NativeText
-                )
-            )
-        )
+        self.attachments.retranslate()
         self._show_send_state()
         self.composer.retranslate()
         self.diagnostics.retranslate()
@@ -257,19 +225,9 @@ class MainWindow(QMainWindow):
             return
         text = self.composer.toPlainText()
         tray = self.tray
-        if tray.busy:
-            self.statusBar().showMessage(
-                self.tr("Some files are still being read: wait for them, or remove them."), 5000
-            )
-            return
-        if tray.over:
-            self.statusBar().showMessage(
-                self.tr(
-                    "The attached files do not fit in the context: remove one, or include the "
-                    "part that fits."
-                ),
-                6000,
-            )
+        problem = self.attachments.why_not_sendable()
+        if problem is not None:
+            self.statusBar().showMessage(*problem)
             return
         attachments = tray.attachments()
         editing = self._editing
@@ -293,72 +251,36 @@ class MainWindow(QMainWindow):
     @Slot()
     def choose_attachments(self) -> None:
         """Chat > Attach files…: a file dialog for several files, which does not block."""
-        if self._file_dialog is not None:
-            self._file_dialog.raise_()
-            return
-        dialog = QFileDialog(self, self.tr("Attach files"))
-        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
-        dialog.filesSelected.connect(lambda files: self.attach([Path(f) for f in files]))
-        dialog.finished.connect(lambda _result: self._forget_file_dialog(dialog))
-        self._file_dialog = dialog
-        dialog.open()
-
-    def _forget_file_dialog(self, dialog: QFileDialog) -> None:
-        if self._file_dialog is dialog:
-            self._file_dialog = None
-        dialog.deleteLater()
+        self.attachments.choose_attachments()
 
     @Slot(list)
     def attach(self, paths: list[Path]) -> None:
         """Read ``paths`` (off the UI thread) for the next prompt; a chip shows each."""
-        if not paths:
-            return
-        self.reader.read(paths, taken=self.tray.names())
-        self.refresh_room()
+        self.attachments.attach(paths)
 
     @Slot()
     def refresh_room(self) -> None:
         """Tell the tray the room left in the context (counted off the UI thread)."""
-        self._room_asked += 1
-        asked = self._room_asked
-
-        async def measure() -> None:
-            room = await self.session.room_for_attachments()
-            # The window may have closed while the worker counted.
-            if asked == self._room_asked and isValid(self.tray):
-                self.tray.set_room(room)
-
-        self.spawn(measure())
-
-    @Slot(str)
-    def _include_part(self, name: str) -> None:
-        attachment = self.tray.attachment(name)
-        room = self.tray.room_for(name)
-        if attachment is None or room is None:
-            self.tray.show_failed(name, self.tr("The room left in the context is not known yet."))
-            return
-        self.reader.cut(attachment, room)
+        self.attachments.refresh_room()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         """Files dragged over the window can be dropped to attach them."""
-        if has_files(event.mimeData()):
+        if self.attachments.carries_files(event.mimeData()):
             event.acceptProposedAction()
         else:
             super().dragEnterEvent(event)
 
     def dragMoveEvent(self, event: QDragMoveEvent) -> None:
         """Keep accepting files wherever they are over the window."""
-        if has_files(event.mimeData()):
+        if self.attachments.carries_files(event.mimeData()):
             event.acceptProposedAction()
         else:
             super().dragMoveEvent(event)
 
     def dropEvent(self, event: QDropEvent) -> None:
         """Files dropped on the window are attached to the next prompt."""
-        paths = paths_from_mime(event.mimeData())
-        if paths:
+        if self.attachments.drop(event.mimeData()):
             event.acceptProposedAction()
-            self.attach(paths)
         else:
             super().dropEvent(event)
 
@@ -477,10 +399,7 @@ class MainWindow(QMainWindow):
         if prompt.status == "error" and not self.composer.toPlainText():
             # The prompt got no answer at all: give it back so it can be sent again.
             self.composer.setPlainText(prompt.content)
-            if not self.tray.names():
-                for attachment in _attachments_of(prompt):
-                    self.tray.add_reading(attachment.name)
-                    self.tray.show_ready(attachment, self.reader.seconds_to_read(attachment.tokens))
+            self.attachments.give_back(_attachments_of(prompt))
         self.composer.setFocus()
         self.refresh_room()
 
