@@ -27,6 +27,7 @@ from app.ui.build_queue import BuildQueue
 from app.ui.colors import Theme, theme_for
 from app.ui.header_row import HeaderRow
 from app.ui.message_keys import MessageKeys
+from app.ui.prompt_progress import PromptProgress
 from app.ui.reply_rows import ReplyRows
 from app.ui.row_base import Row
 from app.ui.row_stack import RowStack
@@ -87,9 +88,9 @@ class ChatView(QScrollArea):
         self.stack.setObjectName("conversationRows")
         self.stack.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Ctrl+C after selecting
         self.setWidget(self.stack)
+        self._progress = PromptProgress(self.stack, lambda: self.theme)
         self.theme: Theme = theme_for(self.palette())
         self._reply: ReplyRows | None = None
-        self._progress: TextRow | None = None
         self._pinned = True
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
@@ -183,10 +184,10 @@ class ChatView(QScrollArea):
         assert reply is not None
         self.updates += 1
         if len(text) <= BULK_CHARS and not self.builder.building:
-            self._show_progress_now("")
+            self._progress.show("")
             reply.append(text)
             return
-        self.builder.now_or_later(lambda: self._show_progress_now(""))
+        self.builder.now_or_later(lambda: self._progress.show(""))
         self.builder.later(self.builder.feed_job(reply, text))
 
     def show_progress(self, text: str) -> None:
@@ -195,23 +196,7 @@ class ChatView(QScrollArea):
         Updated in place (a few times a second); an empty ``text`` removes it, which happens
         before the reply's first text arrives, so it is always the bottom row.
         """
-        self.builder.now_or_later(lambda: self._show_progress_now(text))
-
-    def _show_progress_now(self, text: str) -> None:
-        row = self._progress
-        if not text:
-            if row is not None:
-                self._progress = None
-                self.stack.remove_tail([row])
-            return
-        if row is None:
-            row = self._progress = TextRow(self.theme, "note")
-            row.setObjectName("promptProgress")
-            row.set_plain(text)
-            self.stack.append(row)
-        else:
-            row.set_plain(text)
-            self.stack.refresh(row)
+        self.builder.now_or_later(lambda: self._progress.show(text))
 
     def end_reply(self, note: str = "", *, error: bool = False) -> None:
         """Close the reply in progress, with a note under it (for example "Stopped.").
@@ -221,7 +206,7 @@ class ChatView(QScrollArea):
         reply = self._reply
         self._reply = None
 
-        self.builder.now_or_later(lambda: self._show_progress_now(""))
+        self.builder.now_or_later(lambda: self._progress.show(""))
         if reply is not None:
             finish = self.builder.finish_job(reply, timed=True)
             self.builder.slice_rows = 0
@@ -261,7 +246,7 @@ class ChatView(QScrollArea):
         """Remove everything shown, at once; the rows are deleted a slice per event-loop turn."""
         self.builder.clear()
         self._reply = None
-        self._progress = None
+        self._progress.forget()
         self.focus_ring.follow(None)
         self.selection.forget()
         self.messages.forget()
