@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt, Signal, Slot
@@ -37,6 +37,7 @@ from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
 from app.ui.saving_banner import SavingBanner
+from app.ui.status_line import StatusLine
 from app.ui.trace_recording import TraceRecording
 from app.ui.transcript import APP_NAME, Transcript
 
@@ -70,25 +71,7 @@ class MainWindow(QMainWindow):
         )
         self.menus = WindowMenus(
             self,
-            {
-                "open": lambda: chat_dialogs.choose_model_file(self, session),
-                "clear_cache": self.clear_prompt_cache,
-                "quit": self.close,
-                "new": self.new_chat,
-                "attach": self.choose_attachments,
-                "regenerate": session.regenerate,
-                "system_prompt": lambda: chat_dialogs.edit_system_prompt(self, session),
-                "conversation_settings": lambda: chat_dialogs.edit_conversation_settings(
-                    self, session
-                ),
-                "export_markdown": lambda: chat_dialogs.choose_export_file(
-                    self, session, "markdown", self.spawn
-                ),
-                "export_json": lambda: chat_dialogs.choose_export_file(
-                    self, session, "json", self.spawn
-                ),
-                "import": lambda: chat_dialogs.choose_import_file(self, session, self.spawn),
-            },
+            _menu_actions(self),
             [(self.sidebar_dock, "Ctrl+B"), (self.diagnostics_dock, "F12")],
         )
         self.trace_recording = TraceRecording(self)
@@ -112,11 +95,9 @@ class MainWindow(QMainWindow):
         self.tray = self.attachments.tray
         self.reader = self.attachments.reader
         self.setAcceptDrops(True)
-        self.state_label = QLabel(self.session.describe_state())
-        self.state_label.setObjectName("stateLabel")
-        self.state_label.setTextFormat(Qt.TextFormat.PlainText)  # model names, server errors
-        self.figures_label = QLabel("")
-        self.figures_label.setObjectName("figuresLabel")
+        self.status_line = StatusLine(self.session, self)
+        self.state_label = self.status_line.state_label
+        self.figures_label = self.status_line.figures_label
         self.edit_banner = QLabel()
         self.edit_banner.setObjectName("editBanner")
         self.edit_banner.hide()
@@ -167,7 +148,7 @@ class MainWindow(QMainWindow):
         session.notice.connect(self._on_notice)
         session.reply_started.connect(self._on_reply_started)
         session.reply_text.connect(self.view.append_to_reply)
-        session.prompt_progress.connect(self._on_prompt_progress)
+        session.prompt_progress.connect(self.status_line.show_progress)
         session.prompt_progress.connect(self.view.show_progress)
         session.reply_ended.connect(self._on_reply_ended)
         session.figures_changed.connect(self._on_figures_changed)
@@ -200,7 +181,7 @@ class MainWindow(QMainWindow):
         self._show_send_state()
         self.composer.retranslate()
         self.diagnostics.retranslate()
-        self.state_label.setText(self.session.describe_state())
+        self.status_line.retranslate()
 
     def _show_send_state(self) -> None:
         if not self.session.generating:
@@ -359,7 +340,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str, str)
     def _on_state_changed(self, state: str, detail: str) -> None:
-        self.state_label.setText(detail)
+        self.status_line.show_state(detail)
         if state == ModelState.ERROR.value:
             self.view.add_note(detail, error=True)
 
@@ -386,10 +367,6 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(True)
         self._show_send_state()
 
-    @Slot(str)
-    def _on_prompt_progress(self, text: str) -> None:
-        self.state_label.setText(text or self.session.describe_state())
-
     @Slot(str, str)
     def _on_reply_ended(self, status: str, note: str) -> None:
         self.transcript.reply_ended(status, note)
@@ -405,14 +382,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_figures_changed(self) -> None:
-        m = self.session.metrics
-        rate = m.reply.tokens_per_s
-        shown_rate = f"{rate:.1f}" if rate is not None else "-"
-        parts = [
-            self.tr("{rate} tok/s").format(rate=shown_rate),
-            self.tr("queue {depth}/{bound}").format(depth=m.queue_depth, bound=m.queue_bound),
-        ]
-        self.figures_label.setText(" · ".join(parts))
+        self.status_line.show_figures()
         self.diagnostics.refresh()
 
 
@@ -425,3 +395,25 @@ def _attachments_of(message: Message) -> list[Attachment]:
         except ValueError:
             continue
     return attachments
+
+
+def _menu_actions(window: MainWindow) -> dict[str, Callable[[], object]]:
+    """What each menu action of the window does, by the name :class:`WindowMenus` knows it."""
+    session = window.session
+    return {
+        "open": lambda: chat_dialogs.choose_model_file(window, session),
+        "clear_cache": window.clear_prompt_cache,
+        "quit": window.close,
+        "new": window.new_chat,
+        "attach": window.choose_attachments,
+        "regenerate": session.regenerate,
+        "system_prompt": lambda: chat_dialogs.edit_system_prompt(window, session),
+        "conversation_settings": lambda: chat_dialogs.edit_conversation_settings(window, session),
+        "export_markdown": lambda: chat_dialogs.choose_export_file(
+            window, session, "markdown", window.spawn
+        ),
+        "export_json": lambda: chat_dialogs.choose_export_file(
+            window, session, "json", window.spawn
+        ),
+        "import": lambda: chat_dialogs.choose_import_file(window, session, window.spawn),
+    }

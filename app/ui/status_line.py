@@ -1,0 +1,52 @@
+"""The window's status line: the model's state (or the prompt's progress) and the flow's figures."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
+from PySide6.QtWidgets import QLabel
+
+from app.flow.session import ChatSession
+
+
+def _tr(text: str) -> str:
+    # These strings were the window's and are translated under its context.
+    return QCoreApplication.translate("MainWindow", text)
+
+
+class StatusLine(QObject):
+    """The two labels of the status line: :attr:`state_label` and :attr:`figures_label`."""
+
+    def __init__(self, session: ChatSession, parent: QObject) -> None:
+        super().__init__(parent)
+        self._session = session
+        self.state_label = QLabel(session.describe_state())
+        self.state_label.setObjectName("stateLabel")
+        self.state_label.setTextFormat(Qt.TextFormat.PlainText)  # model names, server errors
+        self.figures_label = QLabel("")
+        self.figures_label.setObjectName("figuresLabel")
+
+    def retranslate(self) -> None:
+        """Word the model's state in the current language."""
+        self.state_label.setText(self._session.describe_state())
+
+    @Slot(str)
+    def show_state(self, detail: str) -> None:
+        """Show the model's state as the session words it."""
+        self.state_label.setText(detail)
+
+    @Slot(str)
+    def show_progress(self, text: str) -> None:
+        """Show the prompt's progress; an empty text means it is over."""
+        self.state_label.setText(text or self._session.describe_state())
+
+    @Slot()
+    def show_figures(self) -> None:
+        """Show the reply's rate and how full the queue is."""
+        m = self._session.metrics
+        rate = m.reply.tokens_per_s
+        shown_rate = f"{rate:.1f}" if rate is not None else "-"
+        parts = [
+            _tr("{rate} tok/s").format(rate=shown_rate),
+            _tr("queue {depth}/{bound}").format(depth=m.queue_depth, bound=m.queue_bound),
+        ]
+        self.figures_label.setText(" · ".join(parts))
