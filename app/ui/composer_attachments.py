@@ -94,6 +94,12 @@ class ComposerAttachments(QObject):
             )
         return None
 
+    def close(self) -> None:
+        """Cancel the files being read and close the reader (the window is closing)."""
+        for name in self.reader.reading:  # now: the loop may end before close() runs
+            self.reader.cancel(name)
+        self._spawn(self.reader.close())
+
     @Slot()
     def choose_attachments(self) -> None:
         """Chat > Attach files…: a file dialog for several files, which does not block."""

@@ -62,8 +62,6 @@ class MainWindow(QMainWindow):
         self.resize(1080, 720)  # room for the conversation list beside the chat
         self._editing: Message | None = None
         self._tasks: set[asyncio.Future[object]] = set()
-        self._refresh_pending = False
-        self._deleted: str | None = None
         self._build_central()
         self._build_docks()
         self.transcript = Transcript(
@@ -104,19 +102,7 @@ class MainWindow(QMainWindow):
         self.saving_banner = SavingBanner(
             lambda: chat_dialogs.choose_export_file(self, self.session, "json", self.spawn)
         )
-        row = QHBoxLayout()
-        row.addWidget(self.composer, 1)
-        row.addWidget(self.attach_button)
-        row.addWidget(self.send_button)
-        column = QVBoxLayout()
-        column.addWidget(self.view, 1)
-        column.addWidget(self.saving_banner)
-        column.addWidget(self.edit_banner)
-        column.addLayout(row)
-        column.addWidget(self.tray)
-        central = QWidget()
-        central.setLayout(column)
-        self.setCentralWidget(central)
+        self.setCentralWidget(_central_widget(self))
         self.statusBar().addWidget(self.state_label, 1)
 
     def _build_docks(self) -> None:
@@ -310,9 +296,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hand shutdown to the application: it stops the reply and frees the model."""
         self.transcript.renderer.cancel()
-        for name in self.reader.reading:  # now: the loop may end before close() runs
-            self.reader.cancel(name)
-        self.spawn(self.reader.close())
+        self.attachments.close()
         if self.trace_recording.recording:
             self.trace_recording.stop_now()
         event.accept()
@@ -417,3 +401,20 @@ def _menu_actions(window: MainWindow) -> dict[str, Callable[[], object]]:
         ),
         "import": lambda: chat_dialogs.choose_import_file(window, session, window.spawn),
     }
+
+
+def _central_widget(window: MainWindow) -> QWidget:
+    """The chat above the banners, the composer's row and the tray of attached files."""
+    row = QHBoxLayout()
+    row.addWidget(window.composer, 1)
+    row.addWidget(window.attach_button)
+    row.addWidget(window.send_button)
+    column = QVBoxLayout()
+    column.addWidget(window.view, 1)
+    column.addWidget(window.saving_banner)
+    column.addWidget(window.edit_banner)
+    column.addLayout(row)
+    column.addWidget(window.tray)
+    central = QWidget()
+    central.setLayout(column)
+    return central
