@@ -13,13 +13,12 @@ AttachmentReader`'s work, and the window wires the two together.
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Final
 
-from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QMimeData, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -35,7 +34,13 @@ from PySide6.QtWidgets import (
 )
 from typing_extensions import override
 
-from app.engine.documents import Attachment, size_text
+from app.engine.documents import Attachment
+from app.ui.attachment_wording import (
+    duration_text,
+    rooms_in_order,
+    summary_text,
+    total_text,
+)
 from app.ui.colors import theme_for
 
 MIN_PART_TOKENS: Final = 64
@@ -457,98 +462,19 @@ class AttachmentTray(QWidget):
             if entry.attachment is not None
             and (entry.state is ChipState.READY or entry.before_cut is not None)
         }
-        left = self._room
-        kept: set[str] = set()
-        for name, tokens in ready.items():
-            if tokens <= left:
-                left -= tokens
-                kept.add(name)
-        used = self._room - left
-        return {
-            name: self._room - used + (tokens if name in kept else 0)
-            for name, tokens in ready.items()
-        }
+        return rooms_in_order(self._room, ready)
 
     def _update(self) -> None:
         rooms = self._rooms()
         for name in self._entries:
-            self._render(name, rooms.get(name))
+            _render_chip(self._entries[name], rooms.get(name))
         self._render_total()
         self.setVisible(bool(self._entries))
         self._list.updateGeometry()
 
-    def _render(self, name: str, room: int | None) -> None:
-        entry = self._entries[name]
-        chip = entry.chip
-        reading = entry.state is ChipState.READING
-        chip.progress.setVisible(reading)
-        chip.cancel_button.setVisible(reading)
-        chip.remove_button.setVisible(not reading)
-        chip.note.setVisible(False)
-        chip.include_button.setVisible(False)
-        chip.problem.setText(entry.problem)
-        chip.problem.setVisible(bool(entry.problem))
-        if entry.state is ChipState.FAILED:
-            chip.summary.setText(chip.shown_name())
-            return
-        if reading:
-            if entry.before_cut is not None:
-                text = self.tr("{name} · measuring the part that fits…")
-                chip.progress.setRange(0, 0)
-            else:
-                text = self.tr("{name} · reading…")
-            chip.summary.setText(text.format(name=chip.shown_name()))
-            return
-        attachment = entry.attachment
-        assert attachment is not None
-        chip.summary.setText(self._summary(chip.shown_name(), attachment, entry.seconds))
-        if attachment.cut and attachment.kept_tokens is not None:
-            chip.note.setText(
-                self.tr("Cut to fit: only the first {kept} of {full} tokens are included.").format(
-                    kept=f"{attachment.kept_tokens:,}", full=f"{attachment.full_tokens or 0:,}"
-                )
-            )
-            chip.note.setVisible(True)
-        over = room is not None and attachment.tokens is not None and attachment.tokens > room
-        if over and room is not None and attachment.tokens is not None:
-            if room >= MIN_PART_TOKENS:
-                sentence = self.tr(
-                    "{name} is {tokens} tokens, more than the {room} left in the context."
-                )
-                chip.include_button.setVisible(True)
-            else:
-                sentence = self.tr(
-                    "There is no room left in the context for {name}: remove another "
-                    "attachment, or start a new conversation."
-                )
-            if not entry.problem:  # a failed measure of the part says why first
-                chip.problem.setText(
-                    sentence.format(
-                        name=attachment.name, tokens=f"{attachment.tokens:,}", room=f"{room:,}"
-                    )
-                )
-            chip.problem.setVisible(True)
-
     def duration_text(self, seconds: float) -> str:
         """``"about 19 s to read"`` / ``"about 3 min to read"``, in the current language."""
-        if seconds < 90:
-            return self.tr("about {seconds} s to read").format(seconds=max(1, round(seconds)))
-        return self.tr("about {minutes} min to read").format(minutes=math.ceil(seconds / 60))
-
-    def _summary(self, name: str, attachment: Attachment, seconds: float | None) -> str:
-        parts = [name, size_text(attachment.size)]
-        if attachment.pages == 1:
-            parts.append(self.tr("1 page"))
-        elif attachment.pages is not None:
-            parts.append(self.tr("{pages} pages").format(pages=f"{attachment.pages:,}"))
-        if attachment.tokens is not None:
-            tokens = self.tr("{tokens} tokens").format(tokens=f"{attachment.tokens:,}")
-            if seconds is not None:
-                tokens = self.tr("{tokens}, {duration}").format(
-                    tokens=tokens, duration=self.duration_text(seconds)
-                )
-            parts.append(tokens)
-        return " · ".join(parts)
+        return duration_text(seconds)
 
     def _render_total(self) -> None:
         ready = [e for e in self._entries.values() if e.state is ChipState.READY and e.attachment]
@@ -556,24 +482,9 @@ class AttachmentTray(QWidget):
         if not counted:
             self.total.setVisible(False)
             return
-        used = self.tokens
-        if self._room is None:
-            text = self.tr("{tokens} tokens in all").format(tokens=f"{used:,}")
-        elif used > self._room:
-            text = self.tr(
-                "{tokens} tokens: more than the {room} left in the context. Remove an "
-                "attachment or include part of it."
-            ).format(tokens=f"{used:,}", room=f"{self._room:,}")
-        else:
-            text = self.tr("{tokens} of {room} tokens left in the context").format(
-                tokens=f"{used:,}", room=f"{self._room:,}"
-            )
         seconds = [e.seconds for e in counted if e.seconds is not None]
-        if seconds and len(seconds) == len(counted) and not self.over:
-            text = self.tr("{total}, {duration}").format(
-                total=text, duration=self.duration_text(sum(seconds))
-            )
-        self.total.setText(text)
+        all_timed = bool(seconds) and len(seconds) == len(counted) and not self.over
+        self.total.setText(total_text(self.tokens, self._room, sum(seconds) if all_timed else None))
         self.total.setPalette(_warning_palette(self) if self.over else QPalette())
         self.total.setVisible(True)
 
@@ -588,6 +499,63 @@ class AttachmentTray(QWidget):
             self._update()
         elif kind == QEvent.Type.PaletteChange:
             self._render_total()
+
+
+def _render_chip(entry: _Entry, room: int | None) -> None:
+    """Show a chip's state: reading, failed, or ready with its summary and any problem."""
+    chip = entry.chip
+    reading = entry.state is ChipState.READING
+    chip.progress.setVisible(reading)
+    chip.cancel_button.setVisible(reading)
+    chip.remove_button.setVisible(not reading)
+    chip.note.setVisible(False)
+    chip.include_button.setVisible(False)
+    chip.problem.setText(entry.problem)
+    chip.problem.setVisible(bool(entry.problem))
+    if entry.state is ChipState.FAILED:
+        chip.summary.setText(chip.shown_name())
+        return
+    if reading:
+        if entry.before_cut is not None:
+            text = QCoreApplication.translate(
+                "AttachmentTray", "{name} · measuring the part that fits…"
+            )
+            chip.progress.setRange(0, 0)
+        else:
+            text = QCoreApplication.translate("AttachmentTray", "{name} · reading…")
+        chip.summary.setText(text.format(name=chip.shown_name()))
+        return
+    attachment = entry.attachment
+    assert attachment is not None
+    chip.summary.setText(summary_text(chip.shown_name(), attachment, entry.seconds))
+    if attachment.cut and attachment.kept_tokens is not None:
+        chip.note.setText(
+            QCoreApplication.translate(
+                "AttachmentTray", "Cut to fit: only the first {kept} of {full} tokens are included."
+            ).format(kept=f"{attachment.kept_tokens:,}", full=f"{attachment.full_tokens or 0:,}")
+        )
+        chip.note.setVisible(True)
+    over = room is not None and attachment.tokens is not None and attachment.tokens > room
+    if over and room is not None and attachment.tokens is not None:
+        if room >= MIN_PART_TOKENS:
+            sentence = QCoreApplication.translate(
+                "AttachmentTray",
+                "{name} is {tokens} tokens, more than the {room} left in the context.",
+            )
+            chip.include_button.setVisible(True)
+        else:
+            sentence = QCoreApplication.translate(
+                "AttachmentTray",
+                "There is no room left in the context for {name}: remove another "
+                "attachment, or start a new conversation.",
+            )
+        if not entry.problem:  # a failed measure of the part says why first
+            chip.problem.setText(
+                sentence.format(
+                    name=attachment.name, tokens=f"{attachment.tokens:,}", room=f"{room:,}"
+                )
+            )
+        chip.problem.setVisible(True)
 
 
 def paths_from_mime(mime: QMimeData) -> list[Path]:

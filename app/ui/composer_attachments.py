@@ -18,11 +18,6 @@ from app.ui.menus import ATTACH_SHORTCUT
 from app.ui.transcript import has_paperclip
 
 
-def _tr(text: str) -> str:
-    # These strings were the window's and are translated under its context.
-    return QCoreApplication.translate("MainWindow", text)
-
-
 class ComposerAttachments(QObject):
     """The composer's attachments: the paperclip button, the tray of chips and their reader.
 
@@ -68,12 +63,20 @@ class ComposerAttachments(QObject):
 
     def retranslate(self) -> None:
         """Word the paperclip in the current language."""
-        self.attach_button.setAccessibleName(_tr("Attach files"))
+        self.attach_button.setAccessibleName(
+            QCoreApplication.translate("MainWindow", "Attach files")
+        )
         if self.attach_button.icon().isNull():
             paperclip = has_paperclip(self.attach_button.fontMetrics())
-            self.attach_button.setText("\N{PAPERCLIP}" if paperclip else _tr("Attach…"))
+            self.attach_button.setText(
+                "\N{PAPERCLIP}"
+                if paperclip
+                else QCoreApplication.translate("MainWindow", "Attach…")
+            )
         self.attach_button.setToolTip(
-            _tr("Attach files to the next message ({shortcut})").format(
+            QCoreApplication.translate(
+                "MainWindow", "Attach files to the next message ({shortcut})"
+            ).format(
                 shortcut=QKeySequence(ATTACH_SHORTCUT).toString(
                     QKeySequence.SequenceFormat.NativeText
                 )
@@ -83,12 +86,15 @@ class ComposerAttachments(QObject):
     def why_not_sendable(self) -> tuple[str, int] | None:
         """Why the attachments cannot go with a prompt now, and for how long to say it."""
         if self.tray.busy:
-            return _tr("Some files are still being read: wait for them, or remove them."), 5000
+            return QCoreApplication.translate(
+                "MainWindow", "Some files are still being read: wait for them, or remove them."
+            ), 5000
         if self.tray.over:
             return (
-                _tr(
+                QCoreApplication.translate(
+                    "MainWindow",
                     "The attached files do not fit in the context: remove one, or include the "
-                    "part that fits."
+                    "part that fits.",
                 ),
                 6000,
             )
@@ -106,7 +112,7 @@ class ComposerAttachments(QObject):
         if self._file_dialog is not None:
             self._file_dialog.raise_()
             return
-        dialog = QFileDialog(self._window, _tr("Attach files"))
+        dialog = QFileDialog(self._window, QCoreApplication.translate("MainWindow", "Attach files"))
         dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
         dialog.filesSelected.connect(lambda files: self.attach([Path(f) for f in files]))
         dialog.finished.connect(lambda _result: self._forget_file_dialog(dialog))
@@ -145,7 +151,12 @@ class ComposerAttachments(QObject):
         attachment = self.tray.attachment(name)
         room = self.tray.room_for(name)
         if attachment is None or room is None:
-            self.tray.show_failed(name, _tr("The room left in the context is not known yet."))
+            self.tray.show_failed(
+                name,
+                QCoreApplication.translate(
+                    "MainWindow", "The room left in the context is not known yet."
+                ),
+            )
             return
         self.reader.cut(attachment, room)
 

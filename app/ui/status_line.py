@@ -8,11 +8,6 @@ from PySide6.QtWidgets import QLabel
 from app.flow.session import ChatSession
 
 
-def _tr(text: str) -> str:
-    # These strings were the window's and are translated under its context.
-    return QCoreApplication.translate("MainWindow", text)
-
-
 class StatusLine(QObject):
     """The two labels of the status line: :attr:`state_label` and :attr:`figures_label`."""
 
@@ -46,7 +41,9 @@ class StatusLine(QObject):
         rate = m.reply.tokens_per_s
         shown_rate = f"{rate:.1f}" if rate is not None else "-"
         parts = [
-            _tr("{rate} tok/s").format(rate=shown_rate),
-            _tr("queue {depth}/{bound}").format(depth=m.queue_depth, bound=m.queue_bound),
+            QCoreApplication.translate("MainWindow", "{rate} tok/s").format(rate=shown_rate),
+            QCoreApplication.translate("MainWindow", "queue {depth}/{bound}").format(
+                depth=m.queue_depth, bound=m.queue_bound
+            ),
         ]
         self.figures_label.setText(" · ".join(parts))
