@@ -18,7 +18,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QPushButton,
     QVBoxLayout,
@@ -36,6 +35,7 @@ from app.ui.composer_attachments import ComposerAttachments
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
+from app.ui.prompt_edit import PromptEdit
 from app.ui.saving_banner import SavingBanner
 from app.ui.status_line import StatusLine
 from app.ui.trace_recording import TraceRecording
@@ -60,7 +60,6 @@ class MainWindow(QMainWindow):
         self.session = session
         self.setWindowTitle(APP_NAME)
         self.resize(1080, 720)  # room for the conversation list beside the chat
-        self._editing: Message | None = None
         self._tasks: set[asyncio.Future[object]] = set()
         self._build_central()
         self._build_docks()
@@ -96,9 +95,8 @@ class MainWindow(QMainWindow):
         self.status_line = StatusLine(self.session, self)
         self.state_label = self.status_line.state_label
         self.figures_label = self.status_line.figures_label
-        self.edit_banner = QLabel()
-        self.edit_banner.setObjectName("editBanner")
-        self.edit_banner.hide()
+        self.edit = PromptEdit()
+        self.edit_banner = self.edit.banner
         self.saving_banner = SavingBanner(
             lambda: chat_dialogs.choose_export_file(self, self.session, "json", self.spawn)
         )
@@ -159,9 +157,7 @@ class MainWindow(QMainWindow):
         self.conversations.retranslate()
         self.trace_recording.retranslate()
         self.saving_banner.retranslate()
-        self.edit_banner.setText(
-            self.tr("Editing a message: Enter sends it as a new version, Esc cancels.")
-        )
+        self.edit.retranslate()
         self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
         self.attachments.retranslate()
         self._show_send_state()
@@ -197,13 +193,12 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(*problem)
             return
         attachments = tray.attachments()
-        editing = self._editing
+        editing = self.edit.message
         kept = [] if editing is None else _attachments_of(editing)
         if not text.strip() and not attachments and not kept:
             self.statusBar().showMessage(self.tr("Type a message first."), 3000)
             return
-        self._editing = None
-        self.edit_banner.hide()
+        self.edit.end()
         sent = (
             self.session.edit_and_resend(editing, text, [*kept, *attachments])
             if editing is not None
@@ -254,9 +249,8 @@ class MainWindow(QMainWindow):
     @Slot()
     def stop(self) -> None:
         """Stop the reply in progress (pressing it twice is harmless); Esc also ends editing."""
-        if self._editing is not None:
-            self._editing = None
-            self.edit_banner.hide()
+        if self.edit.message is not None:
+            self.edit.end()
             self.composer.clear()
             return
         if self.session.stop():
@@ -277,9 +271,8 @@ class MainWindow(QMainWindow):
         """
         if self.session.generating:
             return
-        self._editing = message
+        self.edit.begin(message)
         self.composer.setPlainText(message.content)
-        self.edit_banner.show()
         self.composer.setFocus()
 
     def clear_prompt_cache(self) -> None:
