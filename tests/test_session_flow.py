@@ -243,3 +243,26 @@ def test_text_that_cannot_be_stored_is_replaced_where_it_enters(loop: Loop) -> N
     assert reply.content == "fine 😀 and \ufffd"
     for message in (prompt, reply):
         message.content.encode("utf-8")  # what is kept can always be saved
+
+
+def test_a_failure_after_the_engine_said_what_went_wrong_keeps_its_sentence() -> None:
+    from app.engine import GenerationSettings, StopSignal
+    from app.flow.queue import PieceQueue
+    from app.flow.worker import ReplyJob, producing
+    from app.sentence import Sentence
+
+    stop = StopSignal()
+    job = ReplyJob([], GenerationSettings(), stop, PieceQueue(4, stop))
+    said = Sentence("The server broke in the middle of the reply.")
+    with producing(job):
+        job.report.finish, job.report.error = "error", said
+        raise RuntimeError("a tear-down that failed afterwards")
+    assert job.report.error is said
+    assert job.report.compute_ended_at is not None
+    assert job.pieces.finished
+
+    bare = ReplyJob([], GenerationSettings(), stop, PieceQueue(4, stop))
+    with producing(bare):
+        raise RuntimeError("a bug")
+    assert bare.report.finish == "error"
+    assert bare.report.error is not None and "a bug" in str(bare.report.error)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -77,12 +78,17 @@ def producing(job: ReplyJob) -> Iterator[None]:
     report = job.report
     try:
         yield
-    except Exception as exc:  # the engine reports its own errors; this catches our bugs
-        report.finish = "error"
-        report.error = Sentence(
-            QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
-            {"reason": exc},
-        )
+    except Exception as exc:  # the engine reports its own errors; this catches the rest
+        if report.error is None:
+            report.finish = "error"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
+                {"reason": exc},
+            )
+        else:
+            # The engine already said what went wrong (a server that died mid-reply); what its
+            # tear-down raised after that must not replace the sentence.
+            log.warning("After %s: %r", report.error, exc)
     finally:
         report.compute_ended_at = time.perf_counter()
         if job.stop.is_set() and report.finish != "error":
@@ -116,6 +122,8 @@ class _QuitJob:
 
 
 _Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _QuitJob
+
+log = logging.getLogger(__name__)
 
 NO_MODEL = Sentence(
     QT_TRANSLATE_NOOP(
