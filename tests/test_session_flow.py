@@ -265,4 +265,5 @@ def test_a_failure_after_the_engine_said_what_went_wrong_keeps_its_sentence() ->
     with producing(bare):
         raise RuntimeError("a bug")
     assert bare.report.finish == "error"
-    assert bare.report.error is not None and "a bug" in str(bare.report.error)
+    assert bare.report.error is not None
+    assert "a bug" in str(bare.report.error)
