@@ -17,10 +17,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import qasync
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import ChatSession
 from app.store.paths import DEFAULT_MODEL
+from app.ui.chat_view import ChatView
 
 Loop = asyncio.AbstractEventLoop
 
@@ -90,6 +92,17 @@ def run_until(loop: Loop, predicate: Callable[[], bool], timeout: float = 10.0) 
 def run_for(loop: Loop, seconds: float) -> None:
     """Run the loop for ``seconds``."""
     loop.run_until_complete(asyncio.sleep(seconds))
+
+
+@pytest.fixture
+def view(qtbot: QtBot) -> ChatView:
+    """A chat view shown offscreen at 600 x 500, as the view tests use it."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
 
 
 @pytest.fixture(scope="session")

@@ -29,16 +29,6 @@ REPLY += (
 )
 
 
-@pytest.fixture
-def view(qtbot: QtBot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(600, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
-
-
 def stream(view: ChatView, text: str, seed: int = 0) -> None:
     rng = random.Random(seed)
     view.begin_reply("Model")

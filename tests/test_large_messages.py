@@ -50,16 +50,6 @@ def markdown(size: int) -> str:
 
 
 @pytest.fixture
-def view(qtbot: QtBot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(600, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
-
-
-@pytest.fixture
 def feeds(monkeypatch: pytest.MonkeyPatch, view: ChatView) -> list[tuple[int, int]]:
     """Every feed to a Markdown stream, as (the view's slice number, characters fed)."""
     seen: list[tuple[int, int]] = []

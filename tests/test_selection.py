@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QWindow
 from PySide6.QtTest import QTest
@@ -22,16 +21,6 @@ REPLY = (
     "```python\nprint('hi')\nprint('bye')\n```\n\n"
     "Last paragraph."
 )
-
-
-@pytest.fixture
-def view(qtbot: QtBot) -> ChatView:
-    view = ChatView()
-    qtbot.addWidget(view)
-    view.resize(600, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
 
 
 def window(view: ChatView) -> QWindow:

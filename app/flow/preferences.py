@@ -27,8 +27,7 @@ class PreferencesKeeper:
     def save(self) -> None:
         """Write the preferences as they are now, without waiting."""
         # A copy: the UI thread may change the preferences while the write is under way.
-        snapshot = replace(self.preferences, settings=self.preferences.settings)
-        snapshot.recent_models = list(self.preferences.recent_models)
+        snapshot = replace(self.preferences, recent_models=list(self.preferences.recent_models))
         saving = asyncio.get_running_loop().run_in_executor(None, save_preferences, snapshot)
         self._saving.add(saving)
         saving.add_done_callback(self._saving.discard)
