@@ -44,6 +44,7 @@ def collect_on_the_main_thread() -> Iterator[None]:
     thread, and Qt objects must be destroyed on their own thread.
     """
     yield
+    gc.unfreeze()  # what the view kept out of the collector's scans (keep_built) too
     gc.collect()
 
 

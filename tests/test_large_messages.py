@@ -6,11 +6,21 @@ rows made), never the time it takes.
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
+
 import pytest
+from pygments.lexer import Lexer
 from pytestqt.qtbot import QtBot
 
 from app.ui import chat_view as chat_view_module
+from app.ui import code_row as code_row_module
+from app.ui import lexers
+from app.ui import text_block as text_block_module
 from app.ui.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
+from app.ui.code_row import CodeRow
+from app.ui.header_row import HeaderRow
 from app.ui.markdown import MarkdownStream
 from app.ui.row_base import Row
 from app.ui.rows import PREVIEW_CHARS, TextRow
@@ -235,3 +245,94 @@ def test_a_run_of_small_code_blocks_is_made_a_few_rows_per_slice(
     assert sum(made) >= 1500
     assert max(made) <= BUILD_ROWS + 1
     assert shows(view, text)
+
+
+def test_only_recently_painted_blocks_keep_their_laid_out_text(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    text = markdown(300_000)
+    view.add_reply("Model", text)
+    qtbot.waitUntil(lambda: not view.building, timeout=60000)
+    blocks = [b for b in (row.text_block() for row in view.stack.rows) if b is not None]
+    assert len(blocks) > 2 * text_block_module.LIVE_DOCUMENTS
+    holding = [block for block in blocks if block.holds_document]
+    assert len(holding) <= text_block_module.LIVE_DOCUMENTS
+    # A block that gave its document up makes it again when needed, with the same text, and
+    # still knows its height without it.
+    given_up = next(block for block in blocks if not block.holds_document)
+    width = given_up.width()
+    height = given_up.height_for(width)
+    assert not given_up.holds_document
+    plain = given_up.plain_text()
+    given_up.set_selection(0, 5)
+    assert given_up.selected_text() == plain[:5]
+    assert given_up.holds_document
+    assert given_up.height_for(width) == height
+    view.select_all()
+    assert view.selected_text().count("Section") == text.count("## Section")
+
+
+def test_a_finished_reply_leaves_no_reference_cycles(view: ChatView, qtbot: QtBot) -> None:
+    # Rows are built while the collector is kept off them: a cycle would outlive the rows.
+    view.add_reply("Model", markdown(50_000))
+    qtbot.waitUntil(lambda: not view.building, timeout=30000)
+    rows = [weakref.ref(row) for row in view.stack.rows]
+    assert any(isinstance(row(), CodeRow) for row in rows)
+    assert any(isinstance(row(), HeaderRow) for row in rows)
+    view.clear()
+    qtbot.waitUntil(lambda: not view.clearing, timeout=30000)
+    gc.disable()  # nothing may be collected: the rows must go with their last reference
+    try:
+        assert [row for row in rows if row() is not None] == []
+    finally:
+        gc.enable()
+
+
+def test_built_rows_are_kept_out_of_the_collectors_scans(view: ChatView, qtbot: QtBot) -> None:
+    view.add_reply("Model", markdown(50_000))
+    qtbot.waitUntil(lambda: not view.building, timeout=30000)
+    scanned = {id(o) for o in gc.get_objects()}
+    assert not any(id(row) in scanned for row in view.stack.rows)
+    view.clear()
+    qtbot.waitUntil(lambda: not view.clearing, timeout=30000)
+    assert gc.get_freeze_count() > 0  # what is left (the app) is kept out again
+
+
+def test_many_rows_removed_at_once_are_deleted_over_turns(view: ChatView, qtbot: QtBot) -> None:
+    # A finished reply replaces its open rows (up to HELD_LIMIT): 300 rows deleted in one turn
+    # stalled the window.
+    rows = [TextRow(view.theme, "reply") for _ in range(40)]
+    for row in rows:
+        row.set_plain("a row")
+        view.stack.append(row)
+    watched = [weakref.ref(row) for row in rows]
+    del rows, row
+    view.stack.remove_tail(list(view.stack.rows))
+    assert view.stack.rows == []
+    assert view.stack.height() == 0
+    assert view.clearing
+    qtbot.waitUntil(lambda: not view.clearing, timeout=10000)
+    assert [row for row in watched if row() is not None] == []
+
+
+def test_code_waits_for_its_lexer_shown_plain_then_highlighted(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = threading.Event()
+    make = lexers.get_lexer_by_name
+
+    def slow(name: str) -> Lexer:
+        made.wait(10)  # a lexer whose rules take long to compile
+        return make(name)
+
+    monkeypatch.setattr(lexers, "get_lexer_by_name", slow)
+    shelf = lexers.LexerShelf()  # a fresh one: no language made yet
+    monkeypatch.setattr(code_row_module, "shelf", lambda: shelf)
+    view.add_reply("Model", "```python\ndef f():\n    return 1\n```\n\n```nosuchlanguage\nx\n```\n")
+    code = [row for row in view.stack.rows if isinstance(row, CodeRow)]
+    assert [row.code for row in code] == ["def f():\n    return 1\n", "x\n"]
+    assert "color" not in code[0].text_block().text()  # plain while the lexer is made
+    made.set()
+    qtbot.waitUntil(lambda: "color" in code[0].text_block().text(), timeout=10000)
+    assert code[0].text_block().plain_text() == "def f():\n    return 1"
+    assert shelf.lexer("nosuchlanguage") is lexers.PLAIN  # unknown: plain, nothing made

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 
-from app.flow.pacing import Slicer
+from app.flow.pacing import Slicer, keep_built
 from app.ui.reply_rows import ReplyRows
 
 __all__ = ["BUILD_ROWS", "FEED_CHARS", "SLICE_CHARS", "BuildQueue", "Job"]
@@ -90,6 +90,14 @@ class BuildQueue:
             action()
 
     def _build_step(self, deadline: float) -> bool:
+        try:
+            return self._build_slice(deadline)
+        finally:
+            # The rows made so far stay: out of the collector's scans, whose pauses grew with
+            # every slice (to 60 ms) while a 1 MB reply was being built.
+            keep_built()
+
+    def _build_slice(self, deadline: float) -> bool:
         self.slices += 1
         # Finishing at once (an infinite deadline) has no limit per slice either.
         self._slice_chars = 0 if math.isfinite(deadline) else -(10**18)

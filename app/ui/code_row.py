@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from pygments.lexers import TextLexer, get_lexer_by_name
-from pygments.util import ClassNotFound
 from PySide6.QtCore import QCoreApplication, Qt, Slot
 from PySide6.QtGui import QAccessible, QColor, QFontDatabase, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import QLabel, QScrollArea, QScrollBar, QWidget
@@ -17,16 +14,9 @@ from typing_extensions import override
 
 from app.ui.action_button import ActionButton
 from app.ui.colors import Theme
+from app.ui.lexers import PLAIN, shelf
 from app.ui.row_base import MARGIN, ThemedRow
 from app.ui.text_block import TextBlock
-
-
-@functools.lru_cache(maxsize=64)
-def _lexer(language: str) -> Lexer:
-    lexer: Lexer = TextLexer()
-    with contextlib.suppress(ClassNotFound):
-        lexer = get_lexer_by_name(language) if language else lexer
-    return lexer
 
 
 @functools.lru_cache(maxsize=4)
@@ -47,6 +37,8 @@ class CodeRow(ThemedRow):
         super().__init__(theme, parent)
         self.segments: list[CodeRow] = [self]
         """The rows of one long code block shown in segments (this row among them)."""
+        self._waiting = False
+        """Whether the code is shown plain until its language's lexer is ready."""
         self.language_label = QLabel(self)
         self.language_label.setObjectName("codeLanguage")
         self.language_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -104,7 +96,7 @@ class CodeRow(ThemedRow):
             self.block.language or QCoreApplication.translate("ChatView", "code")
         )
         code = self.block.code.removesuffix("\n")
-        body = highlight(code, _lexer(self.block.language), _formatter(self.theme.code_style))
+        body = highlight(code, self._lexer(), _formatter(self.theme.code_style))
         self._code.set_html(f'<pre style="margin: 0px;">{body}</pre>')
         # A later segment of a long block continues the first one's box: no header of its own,
         # and no padding where two segments meet.
@@ -156,6 +148,35 @@ class CodeRow(ThemedRow):
         self.copy_button.setAccessibleName(QCoreApplication.translate("ChatView", "Copy the code"))
         if self.block is not None and not self.block.language:
             self.language_label.setText(QCoreApplication.translate("ChatView", "code"))
+
+    def _lexer(self) -> Lexer:
+        """The language's lexer; plain until it is made, off the UI thread."""
+        assert self.block is not None
+        language = self.block.language
+        lexer = shelf().lexer(language)
+        if lexer is None and not self._waiting:
+            self._waiting = True
+            shelf().ready.connect(self._on_lexer_ready)
+            # Asked again: it may have been made before we listened, its signal gone.
+            lexer = shelf().lexer(language)
+        if lexer is not None and self._waiting:
+            self._waiting = False
+            shelf().ready.disconnect(self._on_lexer_ready)
+        return lexer or PLAIN
+
+    @Slot(str)
+    def _on_lexer_ready(self, _language: str) -> None:
+        if self.block is None or shelf().lexer(self.block.language) is None:
+            return
+        self._render()
+        self.height_changed.emit()  # highlighting can make a line wider (bold), never taller
+
+    @override
+    def dispose(self) -> None:
+        super().dispose()
+        if self in self.segments:
+            self.segments.remove(self)
+        self.segments = []
 
     def scroll_bar(self) -> QScrollBar:
         """The sideways scroll bar long lines get."""

@@ -183,6 +183,12 @@ class HeaderRow(Row):
             self._retranslate_button(key)
         self._place()
 
+    @override
+    def dispose(self) -> None:
+        super().dispose()
+        # The message's text comes from its reply, which holds this header: a cycle.
+        self._copy_text = self.spoken_text = str
+
     @Slot()
     def _on_copy(self) -> None:
         QGuiApplication.clipboard().setText(self._copy_text())

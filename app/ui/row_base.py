@@ -80,6 +80,17 @@ class Row(QWidget):
     def retranslate(self) -> None:
         """Set the row's own words (buttons, labels) in the current language."""
 
+    def dispose(self) -> None:
+        """The row is about to be deleted: drop what could hold it in a reference cycle.
+
+        Rows are built while the collector is kept off them (see
+        :func:`app.flow.pacing.keep_built`), so a row left in a cycle would stay in memory
+        until the next cleared conversation.
+        """
+        block = self.text_block()
+        if block is not None:
+            block.release()
+
     @override
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

@@ -32,6 +32,9 @@ class RowStack(QWidget):
     SYNC_ROWS = 120
     """Up to this many rows, a new width is laid out at once (it takes a few milliseconds)."""
 
+    DELETE_NOW = 8
+    """Rows removed from the bottom beyond this many are deleted by :meth:`sweep`."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.rows: list[Row] = []
@@ -42,6 +45,9 @@ class RowStack(QWidget):
         self._hidden: set[int] = set()
         self.on_append: Callable[[int, Row], None] | None = None
         """Told of each row appended, with its index (the selection paints new rows)."""
+        self.on_doomed: Callable[[], None] | None = None
+        """Told when removed rows wait for :meth:`sweep` (the view sweeps them over turns);
+        without it, removed rows are deleted on the next turn of the loop."""
         self._doomed: list[tuple[int, Row]] = []
         """Rows taken away by :meth:`take_all`, not hidden yet: their tops, highest first."""
         self._hidden_doomed: list[Row] = []
@@ -138,14 +144,26 @@ class RowStack(QWidget):
             return
         first = min(self._index[id(row)] for row in rows)
         assert first + len(rows) == len(self.rows), "only the bottom rows can be removed"
+        later = len(rows) > self.DELETE_NOW and self.on_doomed is not None
         for row in self.rows[first:]:
             del self._index[id(row)]
             self._hidden.discard(id(row))
-            row.hide()
-            row.deleteLater()
+            if not later:
+                row.dispose()
+                row.hide()
+                row.deleteLater()
+        if later:
+            # Hiding and deleting 300 rows in one turn (a finished reply's held blocks) was a
+            # 90 ms stall: they wait below the stack's new bottom, which clips them, as
+            # take_all's rows do, and are deleted over the next turns.
+            taken = list(zip(self._tops[first:], self.rows[first:], strict=True))
+            self._doomed = sorted(self._doomed + taken, key=lambda pair: -pair[0])
         del self.rows[first:], self._tops[first:], self._heights[first:]
         del self._measured_at[first:]
         self._grow_to(self.width(), self._bottom())
+        if later:
+            assert self.on_doomed is not None
+            self.on_doomed()
 
     def clear(self) -> None:
         """Remove every row."""
@@ -169,7 +187,7 @@ class RowStack(QWidget):
 
     @property
     def doomed(self) -> int:
-        """Rows taken away by :meth:`take_all` and not deleted yet."""
+        """Rows taken away (by :meth:`take_all` or :meth:`remove_tail`) and not deleted yet."""
         return len(self._doomed) + len(self._hidden_doomed)
 
     def sweep(self, deadline: float, most: int) -> bool:
@@ -181,6 +199,7 @@ class RowStack(QWidget):
                 row = self._doomed.pop(0)[1]  # the lowest first: new rows uncover the top
             else:
                 break
+            row.dispose()
             Shiboken.delete(row)
             if time.perf_counter() > deadline:
                 break

@@ -12,6 +12,7 @@ through :attr:`TextBlock.link_activated`.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import (
@@ -28,6 +29,7 @@ from PySide6.QtGui import (
     QTextOption,
 )
 from PySide6.QtWidgets import QSizePolicy, QWidget
+from shiboken6 import Shiboken
 from typing_extensions import override
 
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
@@ -40,6 +42,28 @@ def open_link(href: str) -> None:
     url = QUrl(href)
     if url.scheme().lower() in SAFE_LINK_SCHEMES:
         QDesktopServices.openUrl(url)
+
+
+LIVE_DOCUMENTS = 300
+"""At most this many blocks keep their laid-out document; the ones painted longest ago give
+theirs up and make it again when shown. A document costs about 30 KB whatever its text: a
+1 MB reply of short blocks kept them all would cost over 300 MB."""
+
+_live: OrderedDict[int, TextBlock] = OrderedDict()
+"""The blocks holding a document, the one painted (or made) longest ago first."""
+
+
+def _keep(block: TextBlock) -> None:
+    _live[id(block)] = block
+    _live.move_to_end(id(block))
+    while len(_live) > LIVE_DOCUMENTS:
+        _key, oldest = _live.popitem(last=False)
+        if Shiboken.isValid(oldest):  # its row may have been deleted meanwhile
+            oldest.release()
+
+
+def _forget(block: TextBlock) -> None:
+    _live.pop(id(block), None)
 
 
 def as_plain(text: str) -> str:
@@ -61,20 +85,19 @@ class TextBlock(QWidget):
 
     def __init__(self, parent: QWidget | None = None, *, wrap: bool = True) -> None:
         super().__init__(parent)
-        self.document = QTextDocument(self)
-        self.document.setDocumentMargin(0)
-        self.document.setDefaultFont(self.font())
-        self.document.setUndoRedoEnabled(False)
-        if not wrap:
-            option = QTextOption(self.document.defaultTextOption())
-            option.setWrapMode(QTextOption.WrapMode.NoWrap)
-            self.document.setDefaultTextOption(option)
+        self._document: QTextDocument | None = None
         self._wrap = wrap
         self._format = Qt.TextFormat.PlainText
         self._plain: str | None = ""
+        self._laid: str = ""
+        """The plain text the document holds (all of it, or a folded prompt's beginning)."""
         self._full: str | None = None
         """The whole text, when the document holds only its beginning (a folded prompt)."""
         self._html = ""
+        self._text_width = -1.0
+        self._length: int | None = 0
+        self._heights: dict[int, int] = {}
+        self._ideal: QSize | None = None
         self._selection = (0, 0)
         self._palette: QPalette | None = None
         self.setMouseTracking(True)  # a pointing hand over links
@@ -85,6 +108,53 @@ class TextBlock(QWidget):
             policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             policy.setHeightForWidth(True)
             self.setSizePolicy(policy)
+
+    # -- the document -------------------------------------------------------------------------
+
+    @property
+    def document(self) -> QTextDocument:
+        """The laid-out text: made when needed (painting, measuring, hit testing)."""
+        if self._document is None:
+            self._document = self._make_document()
+        _keep(self)
+        return self._document
+
+    def _make_document(self) -> QTextDocument:
+        document = QTextDocument(self)
+        document.setDocumentMargin(0)
+        document.setDefaultFont(self.font())
+        document.setUndoRedoEnabled(False)
+        if not self._wrap:
+            option = QTextOption(document.defaultTextOption())
+            option.setWrapMode(QTextOption.WrapMode.NoWrap)
+            document.setDefaultTextOption(option)
+        if self._format == Qt.TextFormat.RichText:
+            document.setHtml(self._html)
+        else:
+            document.setPlainText(self._laid)
+        if self._wrap and self._text_width >= 0:
+            document.setTextWidth(self._text_width)
+        if self._length is None:
+            self._length = document.characterCount() - 1
+        return document
+
+    @property
+    def holds_document(self) -> bool:
+        """Whether the laid-out document is in memory now."""
+        return self._document is not None
+
+    def release(self) -> None:
+        """Give up the laid-out document (made again when needed); what it measured is kept."""
+        _forget(self)
+        if self._document is not None:
+            document, self._document = self._document, None
+            document.setParent(None)  # freed with its last reference, now
+
+    def _new_content(self) -> None:
+        self._heights.clear()
+        self._ideal = None
+        self._length = None
+        self._plain = None
 
     # -- content ------------------------------------------------------------------------------
 
@@ -99,8 +169,11 @@ class TextBlock(QWidget):
         """
         self._format = Qt.TextFormat.PlainText
         self._full = None if shown is None else text
-        self.document.setPlainText(text if shown is None else shown)
-        self._plain = None
+        self._laid = text if shown is None else shown
+        self._new_content()
+        if self._document is not None:
+            self._document.setPlainText(self._laid)
+            self._length = self._document.characterCount() - 1
         self._changed()
 
     @property
@@ -112,9 +185,12 @@ class TextBlock(QWidget):
         """Show rich text (safe HTML made by :mod:`app.ui.markdown` or Pygments)."""
         self._format = Qt.TextFormat.RichText
         self._html = html
+        self._laid = ""
         self._full = None
-        self.document.setHtml(html)
-        self._plain = None
+        self._new_content()
+        if self._document is not None:
+            self._document.setHtml(html)
+            self._length = self._document.characterCount() - 1
         self._changed()
 
     def textFormat(self) -> Qt.TextFormat:
@@ -142,7 +218,9 @@ class TextBlock(QWidget):
         return self._laid_out()
 
     def _laid_out(self) -> int:
-        return self.document.characterCount() - 1
+        if self._length is None:
+            self._length = self.document.characterCount() - 1
+        return self._length
 
     def _changed(self) -> None:
         if not self._wrap:
@@ -154,10 +232,26 @@ class TextBlock(QWidget):
     def height_for(self, width: int) -> int:
         """Height of the text laid out ``width`` pixels wide (margins included)."""
         margins = self.contentsMargins()
+        if not self._wrap:
+            return self._ideal_size().height() + margins.top() + margins.bottom()
         inner = max(1, width - margins.left() - margins.right())
-        self._set_text_width(inner)
-        height = math.ceil(self.document.size().height())
+        height = self._heights.get(inner)
+        if height is None:
+            self._set_text_width(inner)
+            height = math.ceil(self.document.size().height())
+            if len(self._heights) > 8:
+                self._heights.clear()  # a window being resized: keep only recent widths
+            self._heights[inner] = height
         return height + margins.top() + margins.bottom()
+
+    def _ideal_size(self) -> QSize:
+        """The unwrapped text's size, measured once (kept when the document is given up)."""
+        if self._ideal is None:
+            document = self.document
+            self._ideal = QSize(
+                math.ceil(document.idealWidth()), math.ceil(document.size().height())
+            )
+        return self._ideal
 
     def line_height(self) -> int:
         """The height of one line of text in the block's font."""
@@ -177,17 +271,20 @@ class TextBlock(QWidget):
         if self._wrap:
             width = max(1, self.width())
             return QSize(width, self.height_for(width))
-        size = self.document.size()
+        ideal = self._ideal_size()
         return QSize(
-            math.ceil(self.document.idealWidth()) + margins.left() + margins.right(),
-            math.ceil(size.height()) + margins.top() + margins.bottom(),
+            ideal.width() + margins.left() + margins.right(),
+            ideal.height() + margins.top() + margins.bottom(),
         )
 
     def _set_text_width(self, width: int) -> None:
         # QTextDocument lays out the whole text again on every setTextWidth, even to the same
         # width: measuring a row and then giving it that size must not pay for two layouts.
-        if self._wrap and self.document.textWidth() != width:
-            self.document.setTextWidth(width)
+        if not self._wrap or self._text_width == width:
+            return
+        self._text_width = width
+        if self._document is not None:
+            self._document.setTextWidth(width)
 
     @override
     def resizeEvent(self, event: QResizeEvent) -> None:
@@ -197,7 +294,10 @@ class TextBlock(QWidget):
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
-            self.document.setDefaultFont(self.font())
+            self._heights.clear()
+            self._ideal = None
+            if self._document is not None:
+                self._document.setDefaultFont(self.font())
         elif event.type() == QEvent.Type.PaletteChange:
             self._palette = None
 
