@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.plan import SHAPES, TARGETS, Plan, Target
+from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Plan, Target
 from app.bench.report import NOISY, verdict
 from app.bench.stats import Pairs, interleaved_pairs, median_ci
+from tests.conftest import Loop
 
 DIST_KEYS = {"p50", "p95", "p99", "max", "n"}
 TTFT_STEPS = ("cold", "same_conversation", "switch_back", "after_restart")
@@ -271,6 +272,12 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         assert base["firehose"]["lost"] >= 0
         assert is_distribution(base["firehose"]["loop_lag_ms"])
 
+    large = doc["large_messages"]
+    assert large["chars"] == plan.large_chars
+    for case in LARGE_CASES:
+        assert large[case]["stall_ms"] >= 5, case  # at least one heartbeat's interval
+        assert large[case]["seconds"] > 0, case
+
     remote = doc["remote"]
     rtp = remote["throughput"]
     assert rtp["plain_tok_s"] > 0
@@ -310,3 +317,25 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert panel["tok_s_hidden"] > 0
     assert doc["machine"]["cores"] == os.cpu_count()
     assert doc["machine"]["model"] == model_path.name
+
+
+def test_large_messages_see_a_stall_and_build_what_they_measure(
+    loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.bench.large_messages as large_messages
+    from app.ui.chat_view import ChatView
+
+    class StallingView(ChatView):
+        def clear(self) -> None:
+            super().clear()
+            time.sleep(0.08)  # New chat blocks the window for 80 ms
+
+    monkeypatch.setattr(large_messages, "ChatView", StallingView)
+    monkeypatch.setattr(large_messages, "LARGE_CASES", ("reopen_markdown", "new_chat"))
+    figures = loop.run_until_complete(large_messages.large_messages(20_000, lambda _line: None))
+    assert figures["new_chat"]["stall_ms"] >= 80
+    assert figures["reopen_markdown"]["seconds"] > 0
+    text = large_messages.large_markdown(20_000)
+    assert len(text) == 20_000
+    for part in ("## Section", "- item", "```python", "| a | b | c |", "> a quote"):
+        assert part in text

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from app.bench.plan import SHAPES, TARGETS, Target
+from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Target
 from app.bench.stats import NOISE_LIMIT, too_noisy
 from app.bench.ttft import STEPS as TTFT_STEPS
 
@@ -140,6 +140,24 @@ def _shapes_table(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _large_table(doc: dict[str, Any]) -> list[str]:
+    large = doc.get("large_messages")
+    if not large:
+        return []
+    lines = [
+        f"| one large message ({large['chars']} characters) | longest stall | took "
+        "| memory after it |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name in LARGE_CASES:
+        case = large[name]
+        lines.append(
+            f"| {name} | {case['stall_ms']:.1f} ms | {case['seconds']:.2f} s "
+            f"| {case['rss_mb']:+.1f} MB |"
+        )
+    return ["", *lines]
+
+
 def _ttft_table(doc: dict[str, Any]) -> list[str]:
     ttft = doc.get("ttft_ms")
     if not ttft:
@@ -177,6 +195,7 @@ def table(doc: dict[str, Any]) -> str:
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _shapes_table(doc)
+    lines += _large_table(doc)
     lines += _ttft_table(doc)
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication
 
 from app.bench.designs import designs
+from app.bench.large_messages import large_messages
 from app.bench.long_reply import long_reply, shapes
 from app.bench.loops import LlamaLoops
 from app.bench.measure import (
@@ -94,6 +95,8 @@ async def run(setup: Setup) -> dict[str, Any]:
     setup.log("long reply, and its hostile shapes…")
     long = long_reply(setup.plan)
     long["shapes"] = shapes(setup.plan, setup.log)
+    setup.log("one large message built, streamed, cleared and sent…")
+    large = await large_messages(setup.plan.large_chars, setup.log)
     setup.log("a model on a server (llama_cpp.server on loopback)…")
     server = await remote(setup)
     setup.log("baselines…")
@@ -109,6 +112,7 @@ async def run(setup: Setup) -> dict[str, Any]:
         **app["stops"],
         "firehose": hose,
         "long_reply": long,
+        "large_messages": large,
         "diagnostics_panel": app["diagnostics_panel"],
         "trace": app["trace"],
         "baselines": baselines,

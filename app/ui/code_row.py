@@ -46,15 +46,10 @@ class CodeRow(ThemedRow):
         self.copy_button.setObjectName("copyCode")
         self.retranslate()
         self.copy_button.clicked.connect(self._on_copy)
-        self._code = TextBlock(wrap=False)
+        self._code = TextBlock(self, wrap=False)
         self._code.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self._scroll = QScrollArea(self)
-        self._scroll.setWidget(self._code)
-        self._scroll.setWidgetResizable(False)
-        self._scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self._scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        self._scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self._scroll: QScrollArea | None = None
+        """Made for code wider than the row (a scroll area costs 13 KB, and most code fits)."""
         self._apply_colors()
 
     @override
@@ -65,7 +60,8 @@ class CodeRow(ThemedRow):
         fg = "#f8f8f2" if self.theme.dark else "#1f1f1f"
         palette.setColor(QPalette.ColorRole.WindowText, QColor(fg))
         self.setPalette(palette)
-        self._scroll.viewport().setPalette(palette)
+        if self._scroll is not None:
+            self._scroll.viewport().setPalette(palette)
         self._code.setPalette(palette)
         muted = QPalette(palette)
         muted.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.muted))
@@ -111,13 +107,28 @@ class CodeRow(ThemedRow):
         label, button = self.language_label.sizeHint(), self.copy_button.sizeHint()
         return max(label.height(), button.height()) + 2
 
+    def _scroller(self) -> QScrollArea:
+        """The scroll area that code wider than the row scrolls sideways in (made once)."""
+        if self._scroll is None:
+            scroll = QScrollArea(self)
+            scroll.setWidgetResizable(False)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+            scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+            scroll.viewport().setPalette(self.palette())
+            scroll.setWidget(self._code)
+            scroll.show()
+            self._scroll = scroll
+        return self._scroll
+
     @override
     def row_height(self, width: int) -> int:
         inner = width - 2 * MARGIN
         hint = self._code.sizeHint()
         height = self._header_height() + hint.height()
         if hint.width() > inner:
-            height += self._scroll.horizontalScrollBar().sizeHint().height()
+            height += self._scroller().horizontalScrollBar().sizeHint().height()
         return height + self._gap()
 
     @override
@@ -127,7 +138,13 @@ class CodeRow(ThemedRow):
         copy = self.copy_button.sizeHint()
         self.language_label.setGeometry(MARGIN + 8, 1, inner - copy.width() - 8, header - 2)
         self.copy_button.setGeometry(MARGIN + inner - copy.width(), 1, copy.width(), header - 2)
-        self._scroll.setGeometry(MARGIN, header, inner, self.height() - header - self._gap())
+        below = self.height() - header - self._gap()
+        if self._scroll is None and self._code.sizeHint().width() > inner:
+            self._scroller()
+        if self._scroll is not None:
+            self._scroll.setGeometry(MARGIN, header, inner, below)
+        else:
+            self._code.setGeometry(MARGIN, header, inner, below)
 
     @override
     def paintEvent(self, event: object) -> None:
@@ -180,7 +197,7 @@ class CodeRow(ThemedRow):
 
     def scroll_bar(self) -> QScrollBar:
         """The sideways scroll bar long lines get."""
-        return self._scroll.horizontalScrollBar()
+        return self._scroller().horizontalScrollBar()
 
     @Slot()
     def _on_copy(self) -> None:

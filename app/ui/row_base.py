@@ -85,11 +85,11 @@ class Row(QWidget):
 
         Rows are built while the collector is kept off them (see
         :func:`app.flow.pacing.keep_built`), so a row left in a cycle would stay in memory
-        until the next cleared conversation.
+        until the next cleared conversation. Cheap, and safe to call more than once.
         """
         block = self.text_block()
         if block is not None:
-            block.release()
+            block.forget()
 
     @override
     def changeEvent(self, event: QEvent) -> None:

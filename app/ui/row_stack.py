@@ -177,6 +177,11 @@ class RowStack(QWidget):
         a row is hidden only when new rows grow the stack over it. Returns how many rows wait.
         """
         taken = list(zip(self._tops, self.rows, strict=True))
+        for row in self.rows:
+            # Now, not row by row as they are deleted: a reply's header holds the reply's
+            # structures, and with them every row's wrapper; dropped last, they were all
+            # freed in one turn (90 ms for a 1 MB reply).
+            row.dispose()
         self.rows, self._tops, self._heights, self._measured_at = [], [], [], []
         self._index.clear()
         self._hidden.clear()

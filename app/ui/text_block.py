@@ -143,10 +143,17 @@ class TextBlock(QWidget):
         """Whether the laid-out document is in memory now."""
         return self._document is not None
 
+    def forget(self) -> None:
+        """The block is about to be deleted: it leaves the blocks that keep a document."""
+        _forget(self)
+
     def release(self) -> None:
         """Give up the laid-out document (made again when needed); what it measured is kept."""
         _forget(self)
         if self._document is not None:
+            if self._plain is None:
+                # Kept: copying a selection across thousands of rows reads it from each.
+                self._plain = as_plain(self._document.toPlainText())
             document, self._document = self._document, None
             document.setParent(None)  # freed with its last reference, now
 
