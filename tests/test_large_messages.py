@@ -14,6 +14,7 @@ import pytest
 from pygments.lexer import Lexer
 from pytestqt.qtbot import QtBot
 
+from app.bench.large_messages import large_markdown
 from app.ui import chat_view as chat_view_module
 from app.ui import code_row as code_row_module
 from app.ui import lexers
@@ -37,26 +38,8 @@ def shows(view: ChatView, text: str) -> bool:
 
 
 def markdown(size: int) -> str:
-    """Mixed Markdown (headings, lists, code, tables, quotes) of about ``size`` characters."""
-    parts: list[str] = []
-    n = i = 0
-    while n < size:
-        kind = i % 5
-        if kind == 0:
-            part = f"## Section {i}\n\nSome *emphasis* and `code`, paragraph {i}.\n\n"
-        elif kind == 1:
-            part = "".join(f"- item {i}.{j} with **bold**\n" for j in range(3)) + "\n"
-        elif kind == 2:
-            part = f"```python\nprint({i})\n```\n\n"
-        elif kind == 3:
-            part = "| a | b |\n|---|---|\n" + "".join(f"| {j} | {j * 2} |\n" for j in range(3))
-            part += "\n"
-        else:
-            part = f"> a quote {i}\n\n"
-        parts.append(part)
-        n += len(part)
-        i += 1
-    return "".join(parts)
+    """Mixed Markdown (headings, lists, code, tables, quotes) of ``size`` characters."""
+    return large_markdown(size)
 
 
 @pytest.fixture
