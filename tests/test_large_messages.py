@@ -319,3 +319,29 @@ def test_code_waits_for_its_lexer_shown_plain_then_highlighted(
     qtbot.waitUntil(lambda: "color" in code[0].text_block().text(), timeout=10000)
     assert code[0].text_block().plain_text() == "def f():\n    return 1"
     assert shelf.lexer("nosuchlanguage") is lexers.PLAIN  # unknown: plain, nothing made
+
+
+def test_code_rows_make_their_header_when_shown(view: ChatView, qtbot: QtBot) -> None:
+    view.hide()  # built while nothing is painted
+    view.add_reply("Model", markdown(100_000))
+    qtbot.waitUntil(lambda: not view.building, timeout=30000)
+    code = [row for row in view.stack.rows if isinstance(row, CodeRow)]
+    assert len(code) > 100
+    assert [row for row in code if row._copy is not None] == []
+    # Shown at the top: the rows there get their language and Copy on the next turn, and no
+    # row moves when they do.
+    tops = list(view.stack.tops)
+    view.show()
+    view.verticalScrollBar().setValue(0)
+    first = code[0]
+    qtbot.waitUntil(lambda: first._copy is not None, timeout=5000)
+    assert first.language_label.text() == "python"
+    assert first.copy_button.isVisible()
+    assert view.stack.tops == tops
+    assert code[-1]._copy is None  # never shown
+    # A streamed code block has its header at once.
+    view.clear()
+    view.begin_reply("Model")
+    view.append_to_reply("```python\nx = 1\n")
+    (streamed,) = [row for row in view.stack.rows if isinstance(row, CodeRow)]
+    assert streamed._copy is not None

@@ -167,5 +167,8 @@ class BuildQueue:
         """Makes a reply's waiting rows within the slice; returns whether none are left."""
         if self.slice_rows >= BUILD_ROWS and math.isfinite(deadline):
             return False
-        self.slice_rows += reply.drain(deadline, BUILD_ROWS if math.isfinite(deadline) else 10**9)
+        # What is left of the slice's rows: a job drains more than once per slice (feed a
+        # piece, make its rows, feed the next).
+        most = BUILD_ROWS - self.slice_rows if math.isfinite(deadline) else 10**9
+        self.slice_rows += reply.drain(deadline, most)
         return not reply.pending

@@ -7,8 +7,16 @@ import functools
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from PySide6.QtCore import QCoreApplication, Qt, Slot
-from PySide6.QtGui import QAccessible, QColor, QFontDatabase, QGuiApplication, QPainter, QPalette
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Slot
+from PySide6.QtGui import (
+    QAccessible,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QPainter,
+    QPalette,
+)
 from PySide6.QtWidgets import QLabel, QScrollArea, QScrollBar, QWidget
 from typing_extensions import override
 
@@ -17,6 +25,28 @@ from app.ui.colors import Theme
 from app.ui.lexers import PLAIN, shelf
 from app.ui.row_base import MARGIN, ThemedRow
 from app.ui.text_block import TextBlock
+
+_HEADER_HEIGHTS: dict[str, int] = {}
+
+
+def _header_height(font: QFont) -> int:
+    """The height of a code block's header (its language and Copy) in ``font``.
+
+    The same for every code row, made or not yet: measured once per font on a label and a
+    button that are never shown, so a row's height does not change when its header is made.
+    """
+    known = _HEADER_HEIGHTS.get(font.key())
+    if known is not None:
+        return known
+    label, button = QLabel("python"), ActionButton()
+    label.setFont(font)
+    button.setFont(font)
+    button.setText("Copy")
+    height = max(label.sizeHint().height(), button.sizeHint().height()) + 2
+    label.deleteLater()
+    button.deleteLater()
+    _HEADER_HEIGHTS[font.key()] = height
+    return height
 
 
 @functools.lru_cache(maxsize=4)
@@ -39,13 +69,10 @@ class CodeRow(ThemedRow):
         """The rows of one long code block shown in segments (this row among them)."""
         self._waiting = False
         """Whether the code is shown plain until its language's lexer is ready."""
-        self.language_label = QLabel(self)
-        self.language_label.setObjectName("codeLanguage")
-        self.language_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.copy_button = ActionButton(self)
-        self.copy_button.setObjectName("copyCode")
-        self.retranslate()
-        self.copy_button.clicked.connect(self._on_copy)
+        self._language: QLabel | None = None
+        self._copy: ActionButton | None = None
+        """The header's widgets, made when the row is first shown on screen (see realize)."""
+        self._realizing = False
         self._code = TextBlock(self, wrap=False)
         self._code.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self._scroll: QScrollArea | None = None
@@ -63,9 +90,67 @@ class CodeRow(ThemedRow):
         if self._scroll is not None:
             self._scroll.viewport().setPalette(palette)
         self._code.setPalette(palette)
-        muted = QPalette(palette)
-        muted.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.muted))
-        self.language_label.setPalette(muted)
+        if self._language is not None:
+            muted = QPalette(palette)
+            muted.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.muted))
+            self._language.setPalette(muted)
+
+    # -- the header, made when first shown -----------------------------------------------------
+
+    @override
+    def realize(self) -> None:
+        """Make the header's widgets (the language and Copy), if not made yet.
+
+        A 1 MB reply has thousands of code rows, most never scrolled to: a label and a button
+        each cost 10 KB. The view makes them for rows it shows; a row painted without them
+        makes them on the next turn of the loop.
+        """
+        if self._copy is not None:
+            return
+        self._language = QLabel(self)
+        self._language.setObjectName("codeLanguage")
+        self._language.setTextFormat(Qt.TextFormat.PlainText)
+        self._copy = ActionButton(self)
+        self._copy.setObjectName("copyCode")
+        self._copy.clicked.connect(self._on_copy)
+        self.retranslate()
+        self._apply_colors()
+        self._show_header()
+        self._place_header()
+
+    @property
+    def language_label(self) -> QLabel:
+        """The code's language, over the code."""
+        self.realize()
+        assert self._language is not None
+        return self._language
+
+    @property
+    def copy_button(self) -> ActionButton:
+        """Copies the whole code block."""
+        self.realize()
+        assert self._copy is not None
+        return self._copy
+
+    def _show_header(self) -> None:
+        if self._language is None or self._copy is None:
+            return
+        if self.block is not None:
+            self._language.setText(
+                self.block.language or QCoreApplication.translate("ChatView", "code")
+            )
+        # A later segment of a long block continues the first one's box: no header of its own.
+        self._language.setVisible(self._first)
+        self._copy.setVisible(self._first)
+
+    def _place_header(self) -> None:
+        if self._language is None or self._copy is None:
+            return
+        header = self._header_height()
+        inner = self.width() - 2 * MARGIN
+        copy = self._copy.sizeHint()
+        self._language.setGeometry(MARGIN + 8, 1, inner - copy.width() - 8, header - 2)
+        self._copy.setGeometry(MARGIN + inner - copy.width(), 1, copy.width(), header - 2)
 
     @property
     def code(self) -> str:
@@ -88,24 +173,18 @@ class CodeRow(ThemedRow):
     def _render(self) -> None:
         assert self.block is not None
         self.renders += 1
-        self.language_label.setText(
-            self.block.language or QCoreApplication.translate("ChatView", "code")
-        )
         code = self.block.code.removesuffix("\n")
         body = highlight(code, self._lexer(), _formatter(self.theme.code_style))
         self._code.set_html(f'<pre style="margin: 0px;">{body}</pre>')
-        # A later segment of a long block continues the first one's box: no header of its own,
-        # and no padding where two segments meet.
-        self.language_label.setVisible(self._first)
-        self.copy_button.setVisible(self._first)
+        self._show_header()
+        # No padding where two segments of a long block meet.
         self._code.setContentsMargins(8, 4 if self._first else 0, 8, 0 if self._gap() == 0 else 6)
         self._code.adjustSize()
 
     def _header_height(self) -> int:
         if not self._first:
             return 0
-        label, button = self.language_label.sizeHint(), self.copy_button.sizeHint()
-        return max(label.height(), button.height()) + 2
+        return _header_height(self.font())
 
     def _scroller(self) -> QScrollArea:
         """The scroll area that code wider than the row scrolls sideways in (made once)."""
@@ -135,9 +214,7 @@ class CodeRow(ThemedRow):
     def resizeEvent(self, event: object) -> None:
         header = self._header_height()
         inner = self.width() - 2 * MARGIN
-        copy = self.copy_button.sizeHint()
-        self.language_label.setGeometry(MARGIN + 8, 1, inner - copy.width() - 8, header - 2)
-        self.copy_button.setGeometry(MARGIN + inner - copy.width(), 1, copy.width(), header - 2)
+        self._place_header()
         below = self.height() - header - self._gap()
         if self._scroll is None and self._code.sizeHint().width() > inner:
             self._scroller()
@@ -148,6 +225,11 @@ class CodeRow(ThemedRow):
 
     @override
     def paintEvent(self, event: object) -> None:
+        if self._copy is None and self._first and not self._realizing:
+            # Shown without its header's widgets (scrolled to): they are made next turn (a
+            # widget is not made while painting).
+            self._realizing = True
+            QTimer.singleShot(0, self, self.realize)
         # Only the code's own rectangle is filled; the margins stay the view's colour.
         painter = QPainter(self)
         painter.fillRect(
@@ -160,11 +242,13 @@ class CodeRow(ThemedRow):
 
     @override
     def retranslate(self) -> None:
-        self.copy_button.setText(QCoreApplication.translate("ChatView", "Copy"))
-        self.copy_button.setToolTip(QCoreApplication.translate("ChatView", "Copy the code"))
-        self.copy_button.setAccessibleName(QCoreApplication.translate("ChatView", "Copy the code"))
+        if self._copy is None or self._language is None:
+            return  # made in the current language when shown
+        self._copy.setText(QCoreApplication.translate("ChatView", "Copy"))
+        self._copy.setToolTip(QCoreApplication.translate("ChatView", "Copy the code"))
+        self._copy.setAccessibleName(QCoreApplication.translate("ChatView", "Copy the code"))
         if self.block is not None and not self.block.language:
-            self.language_label.setText(QCoreApplication.translate("ChatView", "code"))
+            self._language.setText(QCoreApplication.translate("ChatView", "code"))
 
     def _lexer(self) -> Lexer:
         """The language's lexer; plain until it is made, off the UI thread."""

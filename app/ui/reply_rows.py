@@ -132,6 +132,8 @@ class BlockRows:
         row = CodeRow(theme) if block.kind == "code" else TextRow(theme, self._style)
         row.author = self._author
         row.set_block(block)
+        if not self.pack:
+            row.realize()  # streamed or small: shown now; built in bulk, when painted
         return row
 
     def _pack(self, closed: list[Block]) -> list[Block]:

@@ -80,6 +80,9 @@ class Row(QWidget):
     def retranslate(self) -> None:
         """Set the row's own words (buttons, labels) in the current language."""
 
+    def realize(self) -> None:
+        """Make the widgets a row puts off until it is shown (a code block's header)."""
+
     def dispose(self) -> None:
         """The row is about to be deleted: drop what could hold it in a reference cycle.
 
