@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication
 
 from app.bench.designs import designs
-from app.bench.large_messages import large_messages
+from app.bench.large_messages import large_messages_apart
 from app.bench.long_reply import long_reply, shapes
 from app.bench.loops import LlamaLoops
 from app.bench.measure import (
@@ -96,7 +96,7 @@ async def run(setup: Setup) -> dict[str, Any]:
     long = long_reply(setup.plan)
     long["shapes"] = shapes(setup.plan, setup.log)
     setup.log("one large message built, streamed, cleared and sent…")
-    large = await large_messages(setup.plan.large_chars, setup.log)
+    large = large_messages_apart(setup.plan.large_chars, setup.log)
     setup.log("a model on a server (llama_cpp.server on loopback)…")
     server = await remote(setup)
     setup.log("baselines…")

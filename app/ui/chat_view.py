@@ -19,7 +19,7 @@ from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QR
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
-from app.flow.pacing import HALF_A_FRAME_S, Slicer, collect_cleared
+from app.flow.pacing import HALF_A_FRAME_S, Slicer
 from app.ui import accessibility
 from app.ui.action_button import ActionButton, FocusRing
 from app.ui.build_queue import BUILD_ROWS as BUILD_ROWS
@@ -276,10 +276,9 @@ class ChatView(QScrollArea):
         # Deleting thousands of rows in one turn froze New chat for seconds.
         done = self.stack.sweep(deadline, CLEAR_ROWS)
         if done and self._cleared:
-            # Only after a clear: with a conversation on screen, a full collection walks all
-            # of its rows (40 ms for a 1 MB reply).
+            # A cleared conversation's memory goes back to the system (not after the few
+            # rows a finished reply replaces).
             self._cleared = False
-            collect_cleared()
             _give_back_memory()
         return done
 
