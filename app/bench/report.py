@@ -88,7 +88,7 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         f"({doc['machine']['threads']} threads); diagnostics panel shown/hidden tok/s ratio "
         f"{panel['ratio']}; one update {long['early_update_ms']} ms early, "
         f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
-        f"{hose['updates_per_s']} updates/s, RSS +{hose['rss_growth_mb']} MB",
+        f"{hose['updates_per_s']} updates/s, RSS {hose['rss_growth_mb']:+} MB",
         "",
         f"native (lean C-API loop) {tp['native_tok_s']} tok/s; pairs per reference: "
         f"{len(tp['pairs'])}; intervals are 95 % bootstrap intervals of the median ratio, "
