@@ -168,8 +168,16 @@ class BlockRows:
         stack = self._view.stack
         closed = self._pack(update.closed) if self.pack else update.closed
         blocks = closed + update.open if show_open else closed
-        kept: list[Row] = []
+        # Held blocks (up to HELD_LIMIT, waiting for a link definition) come again unchanged,
+        # the same objects, on every update: passed by identity, not compared field by field
+        # (comparing 240 of them per update made a late update twice as dear as an early one).
+        same = 0
         for row, block in zip(self._open, blocks, strict=False):
+            if not isinstance(row, CodeRow | TextRow) or row.block is not block:
+                break
+            same += 1
+        kept: list[Row] = self._open[:same]
+        for row, block in zip(self._open[same:], blocks[same:], strict=False):
             if row.kind != block.kind:
                 break
             assert isinstance(row, CodeRow | TextRow)

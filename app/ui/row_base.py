@@ -111,7 +111,10 @@ class ThemedRow(Row):
 
     def set_block(self, block: Block) -> bool:
         """Show a Markdown block; returns whether anything changed."""
+        if block is self.block:
+            return False
         if block == self.block:
+            self.block = block  # the stream's own object: the next update passes by identity
             return False
         self.block = block
         self._render()
