@@ -114,7 +114,7 @@ class ChatView(QScrollArea):
         self._mouse.dragged.connect(self._stop_following)
         self.messages = MessageKeys(self, self.stack)
         self.stack.on_append = self._on_row_added
-        self.stack.on_doomed = self._sweep_later
+        self.stack.on_doomed = self._sweeper.schedule
         self.focus_ring = FocusRing(self.stack)
         """The frame around the focused header or button (visible focus, in both themes)."""
         app = QApplication.instance()
@@ -267,10 +267,6 @@ class ChatView(QScrollArea):
     def clearing(self) -> bool:
         """Whether rows of a cleared conversation are still being deleted."""
         return self.stack.doomed > 0
-
-    def _sweep_later(self) -> None:
-        if not self._sweeper.running:
-            self._sweeper.schedule()
 
     def _sweep_step(self, deadline: float) -> bool:
         # Deleting thousands of rows in one turn froze New chat for seconds.

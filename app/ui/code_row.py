@@ -29,7 +29,7 @@ from app.ui.text_block import TextBlock
 _HEADER_HEIGHTS: dict[str, int] = {}
 
 
-def _header_height(font: QFont) -> int:
+def _header_height_in(font: QFont) -> int:
     """The height of a code block's header (its language and Copy) in ``font``.
 
     The same for every code row, made or not yet: measured once per font on a label and a
@@ -102,8 +102,8 @@ class CodeRow(ThemedRow):
         """Make the header's widgets (the language and Copy), if not made yet.
 
         A 1 MB reply has thousands of code rows, most never scrolled to: a label and a button
-        each cost 10 KB. The view makes them for rows it shows; a row painted without them
-        makes them on the next turn of the loop.
+        each cost 10 KB. A streamed or small reply's rows make them at once; a row built in
+        bulk makes them on the turn after it is first painted.
         """
         if self._copy is not None:
             return
@@ -184,7 +184,7 @@ class CodeRow(ThemedRow):
     def _header_height(self) -> int:
         if not self._first:
             return 0
-        return _header_height(self.font())
+        return _header_height_in(self.font())
 
     def _scroller(self) -> QScrollArea:
         """The scroll area that code wider than the row scrolls sideways in (made once)."""

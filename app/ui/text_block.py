@@ -180,7 +180,6 @@ class TextBlock(QWidget):
         self._new_content()
         if self._document is not None:
             self._document.setPlainText(self._laid)
-            self._length = self._document.characterCount() - 1
         self._changed()
 
     @property
@@ -197,7 +196,6 @@ class TextBlock(QWidget):
         self._new_content()
         if self._document is not None:
             self._document.setHtml(html)
-            self._length = self._document.characterCount() - 1
         self._changed()
 
     def textFormat(self) -> Qt.TextFormat:
