@@ -74,7 +74,9 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
             _, length, at = line.split()
             shown.append((float(at), int(length)))
             started = [t for t, n in shown if n > 0]
-            if started and shown[-1][0] - started[0] >= 2.5:
+            # Killed 1.5 s into the answer: at temperature 0.7 some stories end after about
+            # 3 s of streaming, and a kill after 2.5 s sometimes came after the end.
+            if started and shown[-1][0] - started[0] >= 1.5:
                 break
         proc.send_signal(signal.SIGKILL)
         killed_at = time.time()
