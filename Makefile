@@ -7,17 +7,29 @@ MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 # Translations: the .ts sources are in git; the compiled .qm files are built here.
 TS := $(wildcard app/ui/i18n/*.ts)
 QM := $(TS:.ts=.qm)
-# llama-cpp-python builds from source (about 12 minutes on 2 cores); pip caches the built wheel,
-# so only the first install on a machine pays for it. LLAVA is the multimodal library we do not use.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# llama-cpp-python builds from source (a few minutes on 2 cores) for this CPU's instruction sets,
+# named one by one: never -march=native, never AMX (its kernels segfault on some Xeons). The wheel
+# is kept in Floodgate's own cache folder under a digest of its flags and version, so a change of
+# flags rebuilds and only the first setup with given flags pays (app/install/llama_wheel.py).
+# LLAMA_CPU=auto (this CPU's sets) or baseline (runs on any CPU); empty: what was chosen before.
+LLAMA_CPU ?=
+LLAMA := $(VENV)/floodgate-llama.json
+# Setup ends with the self-test: the model loaded and a prompt processed in a child process.
+SELF_TEST := $(VENV)/.self-tested
 
-.PHONY: run test lint typecheck check bench soak translations clean fonts
+.PHONY: run test lint typecheck check bench soak translations clean fonts llama
 
-run: $(STAMP) $(MODEL) $(QM) fonts
+run: $(SELF_TEST) $(QM) fonts
 	$(BIN)/floodgate --model $(MODEL)
 
-test: $(STAMP) $(MODEL) $(QM) fonts
+test: $(SELF_TEST) $(QM) fonts
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
+
+# Rebuild (or reinstall from the cache) llama.cpp with other flags: make llama LLAMA_CPU=baseline
+llama: | $(BIN)/python
+	$(BIN)/python -m app.install.llama_wheel $(if $(LLAMA_CPU),--cpu $(LLAMA_CPU))
+	touch $(LLAMA)
+	$(MAKE) $(SELF_TEST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests models
@@ -29,12 +41,12 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-bench: $(STAMP) $(MODEL) $(QM)
+bench: $(SELF_TEST) $(QM)
 	mkdir -p build
 	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate bench --model $(MODEL) --json build/bench.json
 
 # A soak of random Send/Stop/regenerate/switch/close cycles with the real model (500 by default).
-soak: $(STAMP) $(MODEL) $(QM)
+soak: $(SELF_TEST) $(QM)
 	mkdir -p build
 	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate soak --model $(MODEL) --json build/soak.json
 
@@ -55,8 +67,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(LLAMA): app/install/llama_wheel.py | $(BIN)/python
+	$(BIN)/python -m app.install.llama_wheel $(if $(LLAMA_CPU),--cpu $(LLAMA_CPU))
+	touch $@
+
+$(STAMP): pyproject.toml $(LLAMA)
 	$(BIN)/pip install -e '.[test]'
+	touch $@
+
+$(SELF_TEST): $(STAMP) $(MODEL)
+	$(BIN)/floodgate --self-test --model $(MODEL)
 	touch $@
 
 app/ui/i18n/%.qm: app/ui/i18n/%.ts | $(STAMP)

@@ -1,0 +1,298 @@
+"""Build llama-cpp-python for this machine with instruction sets named explicitly, and keep it.
+
+Why not llama.cpp's default: it builds with ``GGML_NATIVE=ON`` (``-march=native``), which on a
+CPU with AMX compiles ggml's AMX matrix multiply, and that segfaults on every batch of two
+tokens or more on Sapphire Rapids cloud VMs (llama.cpp #20824). A native build also dies with
+SIGILL on any other machine it is copied to. So the flags are chosen here, from the CPU's
+feature list, and AMX is never among them (ARCHITECTURE.md, "Measured facts", has the speed
+of each set on the machine this was decided on).
+
+Why not pip's wheel cache: pip keys a built wheel by the sdist alone, not by ``CMAKE_ARGS``, so
+a wheel built for one machine's flags is picked up on another, and a change of flags does not
+rebuild. Floodgate keeps its own folder of wheels, one per digest of (llama-cpp-python version,
+flags, Python, platform), and pip builds without its cache.
+
+Run by the Makefile with the venv's Python, from the project folder::
+
+    python -m app.install.llama_wheel [--cpu auto|baseline] [--dry-run]
+
+Standard library only: this runs before Floodgate's dependencies are installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSION = "0.3.36"
+"""The llama-cpp-python release Floodgate is built and measured on (pyproject.toml pins it)."""
+
+PROFILES = ("auto", "baseline")
+"""``auto``: every instruction set this CPU has that ggml uses, AMX excepted.
+``baseline``: nothing beyond what every CPU of the architecture has (SSE4.2 on x86-64): slower,
+but it runs anywhere; the rebuild that the self-test proposes when a build crashes."""
+
+SAFE_REBUILD = "make llama LLAMA_CPU=baseline"
+"""The one command that rebuilds llama.cpp with the flags that run on any machine."""
+
+RECORD_NAME = "floodgate-llama.json"
+"""The file in the venv that says which wheel is installed there, and with which profile."""
+
+CACHE_VARIABLE = "FLOODGATE_WHEEL_CACHE"
+"""Environment variable naming the folder of built wheels (default: the user's cache folder)."""
+
+# ggml's CMake option for each x86 instruction set, and the CPU flags (Linux /proc/cpuinfo
+# names) that must all be present to turn it on. Order is ggml's.
+_X86_SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("GGML_SSE42", ("sse4_2",)),
+    ("GGML_AVX", ("avx",)),
+    ("GGML_F16C", ("f16c",)),
+    ("GGML_FMA", ("fma",)),
+    ("GGML_BMI2", ("bmi2",)),
+    ("GGML_AVX2", ("avx2",)),
+    ("GGML_AVX_VNNI", ("avx_vnni",)),
+    # ggml's AVX512 option compiles with -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw.
+    ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+    ("GGML_AVX512_VBMI", ("avx512vbmi",)),
+    ("GGML_AVX512_VNNI", ("avx512_vnni",)),
+    ("GGML_AVX512_BF16", ("avx512_bf16",)),
+)
+
+# Never on, whatever the CPU says: the AMX kernels crash (see the module's docstring).
+_NEVER = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+
+# macOS names some features differently in `sysctl machdep.cpu`.
+_MACOS_NAMES = {"sse4.2": "sse4_2", "avx1.0": "avx", "avx512vnni": "avx512_vnni"}
+
+
+@dataclass(frozen=True)
+class Build:
+    """One way of building llama-cpp-python, and where its wheel is kept."""
+
+    profile: str
+    cmake_args: tuple[str, ...]
+    digest: str
+
+    @property
+    def folder_name(self) -> str:
+        """The name of this build's folder in the wheel cache."""
+        return f"llama-cpp-python-{VERSION}-{self.digest[:16]}"
+
+
+def cpu_features() -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU, lower case, in Linux's spelling.
+
+    Empty where they cannot be read; the flags then fall back to the architecture's baseline.
+    """
+    try:
+        if sys.platform.startswith("linux"):
+            text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+            for line in text.splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.lower().split())
+        elif sys.platform == "darwin":
+            found: set[str] = set()
+            for key in ("machdep.cpu.features", "machdep.cpu.leaf7_features"):
+                out = subprocess.run(
+                    ["sysctl", "-n", key], capture_output=True, text=True, check=False
+                ).stdout
+                found.update(_MACOS_NAMES.get(f, f) for f in out.lower().split())
+            return frozenset(found)
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cmake_args(profile: str, machine: str, features: frozenset[str]) -> tuple[str, ...]:
+    """The CMake arguments for ``profile`` on a CPU of ``machine`` with ``features``.
+
+    Every instruction set is named, on or off, so nothing depends on ggml's defaults or on
+    the machine that builds; ``GGML_NATIVE`` is always off and AMX always off.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown CPU profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    # LLAVA is llama-cpp-python's multimodal library, which Floodgate does not use.
+    args = ["-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF"]
+    if machine.lower() in ("x86_64", "amd64", "x64"):
+        for option, needs in _X86_SETS:
+            wanted = (
+                option == "GGML_SSE42"
+                if profile == "baseline"
+                else all(f in features for f in needs)
+            )
+            args.append(f"-D{option}={'ON' if wanted else 'OFF'}")
+        args.extend(f"-D{option}=OFF" for option in _NEVER)
+    # Other architectures (arm64 and the rest): GGML_NATIVE=OFF builds for the architecture's
+    # baseline (NEON on arm64), which every CPU of it runs; Apple's builds add Metal on their own.
+    return tuple(args)
+
+
+def python_tag() -> str:
+    """The interpreter and platform the wheel is built for (its binary ties it to them)."""
+    return f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}-" + (
+        sysconfig.get_platform()
+    )
+
+
+def plan(profile: str, machine: str | None = None, features: frozenset[str] | None = None) -> Build:
+    """The build of ``profile`` for this machine (or for ``machine`` with ``features``)."""
+    args = cmake_args(
+        profile,
+        platform.machine() if machine is None else machine,
+        cpu_features() if features is None else features,
+    )
+    key = json.dumps({"version": VERSION, "cmake_args": args, "python": python_tag()})
+    return Build(profile, args, hashlib.sha256(key.encode()).hexdigest())
+
+
+def cache_root() -> Path:
+    """The folder of Floodgate's built wheels: one subfolder per build digest."""
+    override = os.environ.get(CACHE_VARIABLE)
+    if override:
+        return Path(override)
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "floodgate" / "wheels"
+
+
+def cached_wheel(build: Build, root: Path) -> Path | None:
+    """The wheel built for ``build``, if it was built before."""
+    wheels = sorted((root / build.folder_name).glob("llama_cpp_python-*.whl"))
+    return wheels[0] if wheels else None
+
+
+def build_wheel(build: Build, root: Path) -> Path:
+    """Build ``build``'s wheel from the sdist (about 12 minutes on 2 cores) into the cache."""
+    root.mkdir(parents=True, exist_ok=True)
+    print(
+        f"Building llama-cpp-python {VERSION} ({build.profile}: {' '.join(build.cmake_args)}).\n"
+        "This takes about 12 minutes on 2 cores, once per set of flags.",
+        flush=True,
+    )
+    env = dict(os.environ, CMAKE_ARGS=" ".join(build.cmake_args), FORCE_CMAKE="1")
+    with tempfile.TemporaryDirectory(dir=root, prefix=".building-") as tmp:
+        staging = Path(tmp) / build.folder_name
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-cache-dir",  # a cached wheel of other flags must not be reused
+                "--no-binary",
+                "llama-cpp-python",
+                "--wheel-dir",
+                str(staging),
+                f"llama-cpp-python=={VERSION}",
+            ],
+            check=True,
+            env=env,
+        )
+        (staging / "build.json").write_text(
+            json.dumps(
+                {"profile": build.profile, "cmake_args": build.cmake_args, "python": python_tag()},
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+        # Moved into place whole: an interrupted build leaves no half folder to pick up.
+        final = root / build.folder_name
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
+    wheel = cached_wheel(build, root)
+    if wheel is None:
+        raise SystemExit(f"pip built no llama-cpp-python wheel into {root / build.folder_name}")
+    return wheel
+
+
+def read_record(venv: Path) -> dict[str, str]:
+    """What the venv's record says is installed (empty if nothing was recorded)."""
+    try:
+        record = json.loads((venv / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def install(profile: str | None, venv: Path, root: Path, dry_run: bool = False) -> Build:
+    """Make sure the venv has the wheel of ``profile`` (by default the one recorded, or auto).
+
+    Builds the wheel only when no wheel of the same digest is cached; installs it only when
+    the venv's record names another digest. The record is rewritten only on a change, so
+    whatever depends on it (the Makefile's self-test) runs again only then.
+    """
+    record = read_record(venv)
+    chosen = profile or record.get("profile") or "auto"
+    build = plan(chosen)
+    if dry_run:
+        return build
+    wheel = cached_wheel(build, root) or build_wheel(build, root)
+    if record.get("digest") == build.digest:
+        return build
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--force-reinstall",
+            str(wheel),
+        ],
+        check=True,
+    )
+    (venv / RECORD_NAME).write_text(
+        json.dumps(
+            {"profile": build.profile, "digest": build.digest, "wheel": str(wheel)}, indent=1
+        ),
+        encoding="utf-8",
+    )
+    print(f"Installed {wheel.name} ({build.profile}, {build.folder_name}).")
+    return build
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (see the module's docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app.install.llama_wheel",
+        description="Build (once per set of flags) and install llama-cpp-python for this CPU.",
+    )
+    parser.add_argument(
+        "--cpu",
+        choices=PROFILES,
+        default=None,
+        help="instruction sets: auto (this CPU's, never AMX) or baseline (any CPU); "
+        "default: the one installed before, else auto",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the flags and the wheel folder only"
+    )
+    args = parser.parse_args(argv)
+    # The venv is the interpreter's own: the Makefile runs this with .venv/bin/python.
+    venv = Path(sys.prefix)
+    build = install(args.cpu, venv, cache_root(), args.dry_run)
+    if args.dry_run:
+        print(f"{build.profile}: {' '.join(build.cmake_args)}\n{cache_root() / build.folder_name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""The llama.cpp build runs wherever it is built or copied, and a build that crashes is told."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from app.install import llama_wheel
+from app.install.llama_wheel import Build, cached_wheel, cmake_args, plan
+from app.install.self_test import SAFE_REBUILD, run_child, sentence
+
+HERE = Path(__file__).resolve().parent
+
+# A Sapphire Rapids Xeon as /proc/cpuinfo lists it: AVX-512 and AMX.
+SAPPHIRE_RAPIDS = frozenset(
+    [
+        "sse4_2",
+        "avx",
+        "f16c",
+        "fma",
+        "bmi2",
+        "avx2",
+        "avx_vnni",
+        "avx512f",
+        "avx512cd",
+        "avx512vl",
+        "avx512dq",
+        "avx512bw",
+        "avx512vbmi",
+        "avx512_vnni",
+        "avx512_bf16",
+        "amx_tile",
+        "amx_int8",
+        "amx_bf16",
+    ]
+)
+HASWELL = frozenset(["sse4_2", "avx", "f16c", "fma", "bmi2", "avx2"])
+
+
+def _on(args: tuple[str, ...]) -> set[str]:
+    return {a.removeprefix("-D").removesuffix("=ON") for a in args if a.endswith("=ON")}
+
+
+def test_the_installed_llama_cpp_was_built_by_floodgate_without_amx() -> None:
+    info = llama_cpp.llama_print_system_info().decode()
+    assert "AMX" not in info
+    record = json.loads((Path(sys.prefix) / llama_wheel.RECORD_NAME).read_text())
+    # The wheel installed is the one planned for this machine and the recorded profile.
+    assert record["digest"] == plan(record["profile"]).digest
+    if record["profile"] == "auto" and "avx2" in llama_wheel.cpu_features():
+        assert "AVX2 = 1" in info
+
+
+def test_amx_is_never_built_even_on_a_cpu_that_has_it() -> None:
+    args = cmake_args("auto", "x86_64", SAPPHIRE_RAPIDS)
+    assert "-DGGML_NATIVE=OFF" in args
+    assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(args)
+    assert not any("AMX" in flag for flag in _on(args))
+    assert {"GGML_AVX2", "GGML_AVX512", "GGML_AVX512_VNNI", "GGML_AVX512_BF16"} <= _on(args)
+
+
+def test_every_instruction_set_is_named_on_or_off() -> None:
+    for features in (SAPPHIRE_RAPIDS, HASWELL, frozenset()):
+        args = cmake_args("auto", "x86_64", features)
+        named = {a.removeprefix("-D").split("=")[0] for a in args}
+        assert {option for option, _ in llama_wheel._X86_SETS} <= named
+    haswell = _on(cmake_args("auto", "x86_64", HASWELL))
+    assert {"GGML_AVX2", "GGML_FMA", "GGML_F16C"} <= haswell
+    assert not any(flag.startswith("GGML_AVX512") for flag in haswell)
+
+
+def test_the_baseline_runs_on_any_x86_64_and_arm64_builds_for_its_baseline() -> None:
+    assert _on(cmake_args("baseline", "x86_64", SAPPHIRE_RAPIDS)) == {"GGML_SSE42"}
+    arm = cmake_args("auto", "aarch64", frozenset({"asimd", "asimddp"}))
+    assert arm == ("-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF")
+    with pytest.raises(ValueError, match="unknown CPU profile"):
+        cmake_args("native", "x86_64", HASWELL)
+
+
+def test_a_change_of_flags_or_version_is_a_new_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+    auto = plan("auto", "x86_64", SAPPHIRE_RAPIDS)
+    assert plan("auto", "x86_64", SAPPHIRE_RAPIDS) == auto  # stable
+    assert plan("auto", "x86_64", HASWELL).digest != auto.digest
+    assert plan("baseline", "x86_64", SAPPHIRE_RAPIDS).digest != auto.digest
+    monkeypatch.setattr(llama_wheel, "VERSION", "0.3.99")
+    assert plan("auto", "x86_64", SAPPHIRE_RAPIDS).digest != auto.digest
+
+
+def test_a_wheel_built_for_other_flags_is_never_picked_up(tmp_path: Path) -> None:
+    haswell = plan("auto", "x86_64", HASWELL)
+    other = plan("auto", "x86_64", SAPPHIRE_RAPIDS)
+    folder = tmp_path / other.folder_name
+    folder.mkdir()
+    (folder / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl").write_bytes(b"")
+    assert cached_wheel(haswell, tmp_path) is None
+    assert (
+        cached_wheel(other, tmp_path)
+        == folder / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"
+    )
+
+
+def test_the_pinned_version_is_the_one_built() -> None:
+    pyproject = (HERE.parent / "pyproject.toml").read_text()
+    assert f'"llama-cpp-python=={llama_wheel.VERSION}"' in pyproject
+
+
+def test_install_builds_nothing_when_the_wheel_is_cached_and_installed(tmp_path: Path) -> None:
+    build: Build = plan("auto")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / llama_wheel.RECORD_NAME).write_text(
+        json.dumps({"profile": "auto", "digest": build.digest})
+    )
+    root = tmp_path / "wheels"
+    (root / build.folder_name).mkdir(parents=True)
+    (root / build.folder_name / "llama_cpp_python-0.3.36-py3-none-any.whl").write_bytes(b"")
+    # No pip runs: a build would fail here (no network to the sdist is not needed either).
+    assert llama_wheel.install(None, venv, root) == build
+
+
+@pytest.mark.model
+def test_the_self_test_passes_on_this_build(model_path: Path) -> None:
+    outcome = run_child(model_path)
+    assert outcome.passed, outcome
+    assert outcome.step == "decoding"
+    assert "prompt_tokens=" in outcome.result
+    said = sentence(outcome, model_path)
+    assert said.startswith("Self-test passed")
+
+
+@pytest.mark.model
+def test_a_child_killed_by_sigsegv_is_told_with_the_build_and_the_rebuild(
+    model_path: Path,
+) -> None:
+    def crash_in_prefill(step: str, child: subprocess.Popen[str]) -> None:
+        if step.startswith("processing a prompt"):
+            child.send_signal(signal.SIGSEGV)
+
+    outcome = run_child(model_path, on_step=crash_in_prefill)
+    assert outcome.returncode == -signal.SIGSEGV
+    assert not outcome.passed
+    said = sentence(outcome, model_path)
+    assert "SIGSEGV (segmentation fault)" in said
+    assert "while processing a prompt of" in said
+    assert model_path.name in said
+    assert "AVX" in said or "NEON" in said  # llama.cpp's system info, as the child printed it
+    assert said.rstrip().endswith(SAFE_REBUILD)
+    assert "Fatal Python error: Segmentation fault" in outcome.errors
+
+
+@pytest.mark.model
+def test_floodgate_self_test_is_a_command(model_path: Path) -> None:
+    help_text = subprocess.run(
+        [sys.executable, "-m", "app", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--self-test" in help_text
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--self-test", "--model", str(model_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+        cwd=HERE.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Self-test passed" in done.stdout
+
+
+def test_a_missing_model_fails_the_self_test_with_its_reason(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing.gguf"
+    outcome = run_child(missing)
+    assert not outcome.passed
+    assert outcome.returncode == 1
+    said = sentence(outcome, missing)
+    assert "while loading the model" in said
+    assert "nothing.gguf" in said
