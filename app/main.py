@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from app.crash_record import CRASH_RECORD, LastEnd
 from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
 from app.trace import TRACE
@@ -61,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="floodgate",
         description="Chat with a local language model (a GGUF file).",
         epilog=(
+            "setup:\n"
+            "  floodgate --self-test   check that llama.cpp runs on this CPU: load the model\n"
+            "                          and process a prompt in a child process (make run and\n"
+            "                          make test end their setup with it)\n\n"
             "subcommands:\n"
             "  floodgate bench   measure the flow beside its baselines "
             "(floodgate bench --help)\n"
@@ -94,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         "written to FILE when the window closes",
     )
     parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="load the model (--model, or the default) and process a prompt in a child "
+        "process; say what failed if llama.cpp crashes, then exit",
+    )
+    parser.add_argument(
         "--debug",
         action="store_true",
         help="log what Floodgate and llama.cpp do (llama.cpp's own log included) to stderr",
@@ -119,6 +130,7 @@ async def run_window(
     args: argparse.Namespace,
     driver: Driver | None = None,
     instance: SingleInstance | None = None,
+    last_end: LastEnd | None = None,
 ) -> None:
     """Show the window and serve it until it is closed, then shut down in order.
 
@@ -127,6 +139,7 @@ async def run_window(
         args: the parsed command line.
         driver: optional coroutine run alongside the window, acting as the user.
         instance: this data folder's one Floodgate: later launches hand it their model.
+        last_end: how the previous session ended, if it ended unexpectedly.
     """
     from app.engine import EngineOptions
     from app.engine.llama import open_llama
@@ -170,6 +183,8 @@ async def run_window(
         _listen_for_launches(instance, window)
     if args.trace is not None:
         window.trace_recording.start(args.trace)
+    if last_end is not None:
+        window.spawn(_tell_last_end(session, window, last_end))
     session.open_model(args.model or default_model_path())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     await closed
@@ -178,6 +193,17 @@ async def run_window(
     window.hide()
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+async def _tell_last_end(session: ChatSession, window: MainWindow, last_end: LastEnd) -> None:
+    """Show the conversation a crash cut off (its reply marked interrupted), and say so."""
+    from app.flow.words import say_sentence
+
+    if last_end.conversation:
+        conversation = await session.library.load(last_end.conversation)
+        if conversation is not None:
+            session.library.show(conversation)
+    window.view.add_note(say_sentence(last_end.sentence()), error=True)
 
 
 def _closing(window: MainWindow) -> asyncio.Future[None]:
@@ -256,6 +282,7 @@ async def _flush_preferences(keeper: PreferencesKeeper) -> None:
 
 def _exit_now() -> NoReturn:
     """End the process without joining a thread stuck in a blocking call."""
+    CRASH_RECORD.end()  # a deliberate exit, not a crash
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -270,6 +297,10 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
         driver: optional coroutine run alongside the window, acting as the user.
     """
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.self_test:
+        from app.install.self_test import self_test
+
+        return self_test(args.model or default_model_path())
     if args.debug:
         logging.basicConfig(
             level=logging.DEBUG, format="%(relativeCreated)8.0f %(name)s: %(message)s"
@@ -282,11 +313,14 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
     instance = SingleInstance(data_dir())
     if not instance.claim():
         return _hand_over(instance, args)
+    # Only the Floodgate that owns the data folder keeps its crash record.
+    last_end = CRASH_RECORD.begin(data_dir())
     try:
         with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
-            runner.run(run_window(app, args, driver, instance))
+            runner.run(run_window(app, args, driver, instance, last_end))
     finally:
         instance.release()
+    CRASH_RECORD.end()
     return 0
 
 

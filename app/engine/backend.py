@@ -78,6 +78,8 @@ class ModelInfo:
     n_ctx: int
     has_chat_template: bool
     chat_format: str
+    build: str = ""
+    """What the engine runs on: llama.cpp's system info (its instruction sets), if local."""
 
 
 @dataclass

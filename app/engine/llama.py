@@ -212,6 +212,7 @@ class LlamaBackend:
             n_ctx=self._n_ctx,
             has_chat_template=self._prompt.has_template,
             chat_format=self._prompt.chat_format,
+            build=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
         )
 
     @property

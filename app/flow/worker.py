@@ -21,6 +21,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QThread, Signal
 
+from app.crash_record import CRASH_RECORD
 from app.engine import (
     Backend,
     BackendOpener,
@@ -235,6 +236,7 @@ class InferenceWorker(QThread):
         # Free the old model first: two models in memory at once is what users of other apps
         # see as memory that grows with every switch.
         self._close_backend()
+        CRASH_RECORD.doing("loading", model=job.path.name, conversation="")
         try:
             self._backend = self._opener(job.path, job.options)
         except ModelLoadError as exc:
@@ -250,6 +252,9 @@ class InferenceWorker(QThread):
             )
         else:
             self.model_loaded.emit(self._backend.info)
+        finally:
+            info = self._backend.info if self._backend is not None else None
+            CRASH_RECORD.doing("idle", system_info=info.build if info is not None else "")
 
     @staticmethod
     def _fit(backend: Backend, job: ReplyJob) -> list[ChatMessage] | None:
@@ -285,12 +290,19 @@ class InferenceWorker(QThread):
         if messages is None:
             return
         self.reply_computing.emit()
+        # What a native crash will be reported as doing (app/crash_record.py).
+        CRASH_RECORD.doing("prefill", conversation=job.conversation)
         stream = self._backend.stream_reply(
             messages, job.settings, job.stop, job.report, conversation=job.conversation
         )
+        decoding = False
         try:
             for text in stream:
+                if not decoding:
+                    decoding = True
+                    CRASH_RECORD.doing("decode")
                 if not job.pieces.put(text):
                     break
         finally:
             stream.close()
+            CRASH_RECORD.doing("idle")
