@@ -11,11 +11,11 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.markdown.stream import render_blocks
 from app.store.database import ConversationSummary
 from app.ui.chat_view import ChatView
 from app.ui.code_row import CodeRow
 from app.ui.header_row import HeaderRow
-from app.ui.markdown import render_blocks
 from app.ui.row_base import Row
 from app.ui.rows import FOLD_LINES, TextRow, ThinkingRow
 from app.ui.sidebar import Sidebar

@@ -15,6 +15,7 @@ from pygments.lexer import Lexer
 from pytestqt.qtbot import QtBot
 
 from app.bench.large_messages import large_markdown
+from app.markdown.stream import MarkdownStream
 from app.ui import chat_view as chat_view_module
 from app.ui import code_row as code_row_module
 from app.ui import lexers
@@ -22,7 +23,6 @@ from app.ui import text_block as text_block_module
 from app.ui.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
 from app.ui.code_row import CodeRow
 from app.ui.header_row import HeaderRow
-from app.ui.markdown import MarkdownStream
 from app.ui.row_base import Row
 from app.ui.rows import PREVIEW_CHARS, TextRow
 

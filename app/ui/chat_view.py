@@ -74,7 +74,7 @@ class ChatView(QScrollArea):
     """The conversation, as a column of rows; a streaming reply grows at the bottom.
 
     Replies are Markdown, rendered as they stream: each update re-renders only the reply's
-    last, still-open block (see :mod:`app.ui.markdown`), and the rows above it are final, so an
+    last, still-open block (see :mod:`app.markdown.stream`), and the rows above it are final, so an
     update costs the same at the start of a long reply as at its end. Prompts and the app's
     own notes are plain text. While the user is at the bottom the view follows the reply;
     scrolling up (or dragging out a selection) detaches it, scrolling back to the bottom

@@ -10,10 +10,10 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from app.markdown.stream import Block, BlockUpdate, MarkdownStream
 from app.store.thinking import ThinkSplitter, ThinkUpdate
 from app.ui.code_row import CodeRow
 from app.ui.header_row import HeaderRow
-from app.ui.markdown import Block, BlockUpdate, MarkdownStream
 from app.ui.row_base import Row
 from app.ui.rows import TextRow, ThinkingRow
 

@@ -13,8 +13,8 @@ from PySide6.QtGui import QAccessible
 from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
+from app.markdown.stream import Block
 from app.ui.colors import Theme
-from app.ui.markdown import Block
 from app.ui.text_block import TextBlock
 
 MARGIN = 14

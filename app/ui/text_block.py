@@ -188,7 +188,7 @@ class TextBlock(QWidget):
         return self._full is not None
 
     def set_html(self, html: str) -> None:
-        """Show rich text (safe HTML made by :mod:`app.ui.markdown` or Pygments)."""
+        """Show rich text (safe HTML made by :mod:`app.markdown.stream` or Pygments)."""
         self._format = Qt.TextFormat.RichText
         self._html = html
         self._laid = ""

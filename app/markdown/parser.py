@@ -4,7 +4,7 @@ No Qt here. :func:`make_parser` is markdown-it with CommonMark, GFM tables and s
 adapted to untrusted model output: raw HTML escaped, images never loaded, a link's address shown
 next to its text, nothing nested too deep dropped, a run of more than :data:`LONG_RUN` non-blank
 characters shown as written. The helpers below cut a token stream into top-level groups and turn
-each into a :class:`Block`; :mod:`app.ui.markdown` streams with them.
+each into a :class:`Block`; :mod:`app.markdown.stream` streams with them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Blocks that are complete but may still change, and growing blocks shown in segments.
 
-No Qt here. Two parts of :class:`~app.ui.markdown.MarkdownStream`:
+No Qt here. Two parts of :class:`~app.markdown.stream.MarkdownStream`:
 
 - :class:`HeldBlocks`: complete blocks shown among the open ones until nothing written later
   can change them (a link reference definition still to come, a segmented paragraph or list
@@ -24,7 +24,7 @@ from markdown_it.rules_block.table import escapedSplit
 from markdown_it.token import Token
 from markdown_it.utils import EnvType
 
-from app.ui.markdown_parser import (
+from app.markdown.parser import (
     Block,
     References,
     blocks_of,

@@ -53,7 +53,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markdown_it.utils import EnvType
 
-from app.ui.markdown_parser import (
+from app.markdown.parser import (
     LABEL,
     PARSER,
     Block,
@@ -67,10 +67,10 @@ from app.ui.markdown_parser import (
     to_block,
     top_groups,
 )
-from app.ui.markdown_parser import LONG_RUN as LONG_RUN
-from app.ui.markdown_parser import BlockKind as BlockKind
-from app.ui.markdown_parser import make_parser as make_parser
-from app.ui.markdown_segments import HeldBlocks, Segmenter, source_remake
+from app.markdown.parser import LONG_RUN as LONG_RUN
+from app.markdown.parser import BlockKind as BlockKind
+from app.markdown.parser import make_parser as make_parser
+from app.markdown.segments import HeldBlocks, Segmenter, source_remake
 
 __all__ = [
     "HELD_LIMIT",
@@ -92,7 +92,7 @@ SEGMENT_LINES = 32
 """A growing paragraph, code block, list or table with this many finished lines is segmented."""
 
 SEGMENT_COST = 350.0
-"""Estimated parse cost (µs, see :func:`~app.ui.markdown_parser.parse_cost`) of the open tail at
+"""Estimated parse cost (µs, see :func:`~app.markdown.parser.parse_cost`) of the open tail at
 which it is segmented."""
 
 OVERFLOW_COST = 1000.0
