@@ -14,7 +14,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench(args[1:])
     if args[:1] == ["soak"]:
-        from app.soak import main as soak
+        from app.soak.cli import main as soak
 
         return soak(args[1:])
     from app.main import main as floodgate

@@ -1,41 +1,30 @@
-"""The soak: the real window and the real model through hundreds of random, seeded cycles.
-
-``floodgate soak`` (``make soak``) acts on the window as a restless user would: it sends,
-stops (while the prompt is read, mid-reply, at once, twice, and sends again while the stop is
-under way), regenerates, switches conversations and starts new chats, and now and then closes
-the window mid-reply and starts Floodgate again on the same history. Meanwhile it records
-what the user saw. At the end it reports:
-
-- how many cycles ran, how long the longest took (a hang shows here, or ends the run);
-- the process's threads and memory at intervals (both must stay flat);
-- whether every greedy reply to the same prompt was the same (a probe prompt in a fresh chat
-  now and then, and regenerated replies against the reply they replace): an abort that left
-  the model's cache wrong shows up as a different reply;
-- whether every prompt and every reply, partial or whole, is in the SQLite file exactly as
-  it was shown, read directly with ``sqlite3`` after Floodgate closed.
+"""The soak's driver: a restless user's random cycles on the window, and what they saw.
 
 It uses the window's and the session's public methods only (what a user's clicks call).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import os
 import random
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Slot
 
-from app.soak_report import ReplyRecord as ReplyRecord
-from app.soak_report import Sample, SoakReport, check_history, os_threads, rss_mb, write_report
+from app.soak.report import (
+    ReplyRecord,
+    Sample,
+    SoakReport,
+    check_history,
+    os_threads,
+    rss_mb,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
@@ -441,83 +430,4 @@ class Soak:
         check_history(path, self.records, self.report)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``floodgate soak`` command line."""
-    parser = argparse.ArgumentParser(
-        prog="floodgate soak",
-        description="Random Send/Stop/regenerate/switch/close cycles on the real window "
-        "with the real model; checks threads, memory, greedy replies and the history file.",
-    )
-    parser.add_argument("--cycles", type=int, default=500, help="cycles to run (default 500)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--json", type=Path, default=None, help="write the report here")
-    parser.add_argument("--model", type=Path, default=None, help="GGUF file (default: bundled)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
-    parser.add_argument("--max-tokens", type=int, default=48, help="tokens per reply (default 48)")
-    parser.add_argument(
-        "--probe-every", type=int, default=25, help="cycles between probes (default 25)"
-    )
-    parser.add_argument(
-        "--home",
-        type=Path,
-        default=None,
-        help="data directory (default: a new temporary one, removed afterwards)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="print only the summary")
-    return parser
-
-
-def run(args: argparse.Namespace) -> SoakReport:
-    """Run the soak as ``args`` say; returns its report."""
-    from app.main import main as floodgate
-    from app.store.database import database_path
-    from app.store.paths import HOME_VARIABLE, default_model_path
-
-    home_dir = None if args.home else tempfile.TemporaryDirectory(prefix="floodgate-soak-")
-    home = args.home or Path(home_dir.name if home_dir else ".")
-    previous = os.environ.get(HOME_VARIABLE)
-    os.environ[HOME_VARIABLE] = str(home)
-    log = (lambda _text: None) if args.quiet else (lambda text: print(text, flush=True))
-    soak = Soak(
-        args.cycles,
-        args.seed,
-        max_tokens=args.max_tokens,
-        probe_every=args.probe_every,
-        log=log,
-        json_path=args.json,
-    )
-    argv = ["--model", str(args.model or default_model_path())]
-    if args.threads:
-        argv += ["--threads", str(args.threads)]
-    try:
-        starts = 0
-        while not soak.finished and soak.cycle < args.cycles:
-            starts += 1
-            if starts > args.cycles + 1:
-                soak.report.problems.append("Floodgate kept ending before its cycles")
-                break
-            floodgate(argv, driver=soak.drive)
-        soak.report.seconds = round(time.monotonic() - soak.started_at, 1)
-        soak.check_database(database_path())
-    finally:
-        if previous is None:
-            os.environ.pop(HOME_VARIABLE, None)
-        else:
-            os.environ[HOME_VARIABLE] = previous
-        if home_dir is not None:
-            with contextlib.suppress(OSError):
-                home_dir.cleanup()
-    return soak.report
-
-
-def main(argv: Sequence[str]) -> int:
-    """Entry point of ``floodgate soak``: 0 when everything held, 1 otherwise."""
-    args = build_parser().parse_args(list(argv))
-    report = run(args)
-    print(report.summary(), flush=True)
-    if args.json:
-        write_report(report, args.json)
-    return 0 if report.ok else 1
-
-
-__all__ = ["Soak", "SoakReport", "main", "run"]
+__all__ = ["ReplyWatcher", "Soak", "SoakStuckError"]

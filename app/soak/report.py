@@ -1,7 +1,8 @@
 """What the soak found: the replies the user saw, the process over time, the history check.
 
 :func:`check_history` reads the SQLite file directly after Floodgate closed and finds in it every
-prompt and reply the soak recorded, exactly as they were shown. The driver is ``app/soak.py``.
+prompt and reply the soak recorded, exactly as they were shown.
+The driver is :mod:`app.soak.driver`.
 """
 
 from __future__ import annotations
