@@ -17,8 +17,8 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from app.engine import documents
-from app.engine.documents import (
+from app.documents import document as documents
+from app.documents.document import (
     Attachment,
     Document,
     DocumentError,

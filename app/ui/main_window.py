@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.documents.document import Attachment
 from app.engine import ModelInfo
-from app.engine.documents import Attachment
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui import chat_dialogs
