@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QPlainTextEdit, QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
-from app.documents.document import Attachment
+from app.documents import Attachment
 from app.flow import attachments as attachments_module
 from app.flow.attachments import AttachmentReader
 from app.ui.attachment_tray import AttachmentTray, ChipState, has_files, paths_from_mime

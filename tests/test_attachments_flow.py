@@ -12,7 +12,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QTextCursor
 from pytestqt.qtbot import QtBot
 
-from app.documents.document import Attachment, content_with_attachments, read_document
+from app.documents import Attachment, content_with_attachments, read_document
 from app.engine import EngineOptions, GenerationSettings, StopSignal
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from app.documents.document import Attachment, content_with_attachments
+from app.documents import Attachment, content_with_attachments
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
 from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary

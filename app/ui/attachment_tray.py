@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 from typing_extensions import override
 
-from app.documents.document import Attachment
+from app.documents import Attachment
 from app.ui.attachment_wording import (
     duration_text,
     rooms_in_order,

@@ -6,7 +6,7 @@ import math
 
 from PySide6.QtCore import QCoreApplication
 
-from app.documents.document import Attachment, size_text
+from app.documents import Attachment, size_text
 
 
 def duration_text(seconds: float) -> str:

@@ -10,7 +10,7 @@ from PySide6.QtGui import QIcon, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QToolButton
 from shiboken6 import isValid
 
-from app.documents.document import Attachment
+from app.documents import Attachment
 from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession
 from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime

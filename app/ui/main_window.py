@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.documents.document import Attachment
+from app.documents import Attachment
 from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.documents.document import size_text
+from app.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
