@@ -14,8 +14,10 @@ from app.documents import Attachment
 from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession
 from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime
-from app.ui.menus import ATTACH_SHORTCUT
 from app.ui.transcript import has_paperclip
+
+ATTACH_SHORTCUT = "Ctrl+Shift+A"
+"""Chat > Attach files… and the paperclip's tooltip, which names it."""
 
 
 class ComposerAttachments(QObject):

@@ -8,13 +8,11 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
 
+from app.ui.composer_attachments import ATTACH_SHORTCUT
 from app.ui.language import LANGUAGE_CHOICES
 from app.ui.theme import THEME_CHOICES
 
 Shortcut = QKeySequence.StandardKey | str | None
-
-ATTACH_SHORTCUT = "Ctrl+Shift+A"
-"""Chat > Attach files… (the paperclip's tooltip names it too)."""
 
 
 class WindowMenus(QObject):

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from app.markdown.stream import Block, BlockUpdate, MarkdownStream
 from app.store.thinking import ThinkSplitter, ThinkUpdate
 from app.ui.code_row import CodeRow
+from app.ui.colors import Theme
 from app.ui.header_row import HeaderRow
 from app.ui.row_base import Row
+from app.ui.row_stack import RowStack
 from app.ui.rows import TextRow, ThinkingRow
-
-if TYPE_CHECKING:
-    from app.ui.chat_view import ChatView
 
 PACK_CHARS = 4000
 """A row built in bulk (a saved reply, a huge piece) holds final text blocks up to this much
@@ -27,6 +26,20 @@ Markdown: one widget per short paragraph would cost a 1 MB reply over 600 MB."""
 
 TAIL_STEP = 4
 """Open blocks shown per step while draining (the clock is checked between steps)."""
+
+
+class ReplyView(Protocol):
+    """What a reply's rows need of the view that shows them (the chat view)."""
+
+    @property
+    def stack(self) -> RowStack:
+        """The stack the rows are placed in."""
+        ...
+
+    @property
+    def theme(self) -> Theme:
+        """The colours the rows render with now."""
+        ...
 
 
 def _packable(block: Block) -> bool:
@@ -50,7 +63,7 @@ class BlockRows:
     one label.
     """
 
-    def __init__(self, view: ChatView, style: str, author: str) -> None:
+    def __init__(self, view: ReplyView, style: str, author: str) -> None:
         self._view = view
         self._style = style
         self._author = author
@@ -208,7 +221,7 @@ class BlockRows:
 class ReplyRows:
     """One reply being shown: its header, an optional thinking section, and its answer."""
 
-    def __init__(self, view: ChatView, speaker: str, *, attach: bool = True) -> None:
+    def __init__(self, view: ReplyView, speaker: str, *, attach: bool = True) -> None:
         self._view = view
         self._parts: list[str] = []
         self.speaker = speaker
