@@ -22,9 +22,9 @@ from app.flow.preferences import PreferencesKeeper
 from app.flow.session import ChatSession, ModelState
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.ui.appearance import Appearance
+from app.ui.chat.rows.text import theme_for
 from app.ui.language import I18N_DIR
 from app.ui.main_window import MainWindow
-from app.ui.rows import theme_for
 from app.ui.theme import contrast, palette
 from tests.conftest import Loop, run_until
 

@@ -21,9 +21,9 @@ from app.flow.attachments import AttachmentReader
 from app.flow.reply import prompt_for_model
 from app.flow.session import ChatSession, ModelState
 from app.ui.attachment_tray import ChipState
+from app.ui.chat.rows.text import HeaderRow
+from app.ui.chat.transcript import AttachmentDialog
 from app.ui.main_window import MainWindow
-from app.ui.rows import HeaderRow
-from app.ui.transcript import AttachmentDialog
 from tests.conftest import Loop, run_for, run_until
 
 FACT = "The lighthouse keeper's cat is named Biscuit.\n"

@@ -14,7 +14,7 @@ from app.documents import Attachment
 from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession
 from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime
-from app.ui.transcript import has_paperclip
+from app.ui.chat.transcript import has_paperclip
 
 ATTACH_SHORTCUT = "Ctrl+Shift+A"
 """Chat > Attach files… and the paperclip's tooltip, which names it."""

@@ -29,7 +29,8 @@ from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui import chat_dialogs
-from app.ui.chat_view import ChatView
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.transcript import APP_NAME, Transcript
 from app.ui.composer import Composer
 from app.ui.composer_attachments import ComposerAttachments
 from app.ui.conversations_dock import ConversationsDock
@@ -39,14 +40,13 @@ from app.ui.prompt_edit import PromptEdit
 from app.ui.saving_banner import SavingBanner
 from app.ui.status_line import StatusLine
 from app.ui.trace_recording import TraceRecording
-from app.ui.transcript import APP_NAME, Transcript
 
 
 class MainWindow(QMainWindow):
     """Renders a :class:`ChatSession` and forwards what the user asks of it.
 
     The menus are :attr:`menus` (:class:`~app.ui.menus.WindowMenus`), the conversation is
-    drawn by :attr:`transcript` (:class:`~app.ui.transcript.Transcript`); what remains here is
+    drawn by :attr:`transcript` (:class:`~app.ui.chat.transcript.Transcript`); what remains here is
     the layout, the composer's intent (send, stop, edit) and the status line.
 
     Signals:

@@ -21,8 +21,8 @@ from app.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
-from app.ui.chat_view import ChatView
-from app.ui.rows import HeaderRow
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.text import HeaderRow
 
 APP_NAME = "Floodgate"
 

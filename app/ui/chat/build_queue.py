@@ -16,7 +16,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from app.flow.pacing import Slicer, keep_built
-from app.ui.reply_rows import ReplyRows
+from app.ui.chat.reply_rows import ReplyRows
 
 __all__ = ["BUILD_ROWS", "FEED_CHARS", "SLICE_CHARS", "BuildQueue", "Job"]
 

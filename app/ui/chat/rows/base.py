@@ -1,9 +1,9 @@
 """What every row of the conversation is: a widget that knows its height for a width.
 
-The kinds of rows (:mod:`app.ui.rows`, :mod:`app.ui.code_row`, :mod:`app.ui.header_row`) build
-on :class:`Row`; :class:`app.ui.row_stack.RowStack` places them. A row also says what the
-view's selection, keyboard navigation and accessibility tree need from it: its selectable
-text, its buttons, and how a screen reader names it.
+The kinds of rows (:mod:`app.ui.chat.rows.text`, :mod:`app.ui.chat.rows.code`,
+:mod:`app.ui.chat.rows.header`) build on :class:`Row`; :class:`app.ui.chat.rows.stack.RowStack`
+places them. A row also says what the view's selection, keyboard navigation and accessibility
+tree need from it: its selectable text, its buttons, and how a screen reader names it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
 from app.markdown.stream import Block
+from app.ui.chat.rows.text_block import TextBlock
 from app.ui.colors import Theme
-from app.ui.text_block import TextBlock
 
 MARGIN = 14
 """Left and right margin of the conversation's text, in pixels."""

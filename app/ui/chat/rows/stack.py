@@ -15,7 +15,7 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QWidget
 from shiboken6 import Shiboken
 
-from app.ui.row_base import Row
+from app.ui.chat.rows.base import Row
 
 
 class RowStack(QWidget):

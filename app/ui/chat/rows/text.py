@@ -1,8 +1,8 @@
 """The rows of the conversation view that show text: Markdown blocks, prompts, notes, thinking.
 
-A conversation is shown as a column of rows: a speaker header (:mod:`app.ui.header_row`), one
-row per top-level Markdown block of a reply (:class:`TextRow`, or :mod:`app.ui.code_row` for
-code), a note. Each row knows its height for a width, and :class:`app.ui.row_stack.RowStack`
+A conversation is shown as a column of rows: a speaker header (:mod:`app.ui.chat.rows.header`), one
+row per top-level Markdown block of a reply (:class:`TextRow`, or :mod:`app.ui.chat.rows.code` for
+code), a note. Each row knows its height for a width, and :class:`app.ui.chat.rows.stack.RowStack`
 places the rows one under the other. Rows keep what they were rendered from, so a change of
 theme re-renders them.
 
@@ -19,12 +19,12 @@ from PySide6.QtGui import QAccessible, QColor, QFont, QPalette
 from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
-from app.ui.action_button import ActionButton
-from app.ui.code_row import CodeRow
+from app.ui.chat.rows.action_button import ActionButton
+from app.ui.chat.rows.base import MARGIN, Row, ThemedRow
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text_block import SAFE_LINK_SCHEMES, TextBlock, open_link
 from app.ui.colors import Theme, theme_for
-from app.ui.header_row import HeaderRow
-from app.ui.row_base import MARGIN, Row, ThemedRow
-from app.ui.text_block import SAFE_LINK_SCHEMES, TextBlock, open_link
 
 __all__ = [
     "MARGIN",

@@ -12,12 +12,12 @@ from typing import Protocol
 
 from app.markdown.stream import Block, BlockUpdate, MarkdownStream
 from app.store.thinking import ThinkSplitter, ThinkUpdate
-from app.ui.code_row import CodeRow
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.stack import RowStack
+from app.ui.chat.rows.text import TextRow, ThinkingRow
 from app.ui.colors import Theme
-from app.ui.header_row import HeaderRow
-from app.ui.row_base import Row
-from app.ui.row_stack import RowStack
-from app.ui.rows import TextRow, ThinkingRow
 
 PACK_CHARS = 4000
 """A row built in bulk (a saved reply, a huge piece) holds final text blocks up to this much

@@ -14,9 +14,9 @@ from PySide6.QtGui import QAccessible, QFont, QGuiApplication
 from PySide6.QtWidgets import QLabel, QToolButton, QWidget
 from typing_extensions import override
 
-from app.ui.action_button import ActionButton
-from app.ui.row_base import MARGIN, Row
-from app.ui.text_block import TextBlock
+from app.ui.chat.rows.action_button import ActionButton
+from app.ui.chat.rows.base import MARGIN, Row
+from app.ui.chat.rows.text_block import TextBlock
 
 Words = Callable[[], tuple[str, str, str]]
 """Gives a button's label, tooltip and spoken name, in the current language."""

@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
-from app.ui.header_row import HeaderRow
-from app.ui.row_base import Row
-from app.ui.row_stack import RowStack
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.stack import RowStack
 
 
 def navigation_step(event: QKeyEvent) -> int:

@@ -16,8 +16,8 @@ from PySide6.QtGui import QAccessible, QAccessibleInterface
 from PySide6.QtWidgets import QAccessibleWidget, QWidget
 from typing_extensions import override
 
-from app.ui.row_base import Row
-from app.ui.row_stack import RowStack
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.stack import RowStack
 
 _installed = False
 

@@ -5,7 +5,7 @@ Each row of the conversation shows its text in a :class:`TextBlock`: a widget th
 not give: the character under a point (to start and extend a selection that runs across rows),
 painting a selection it decides, and the plain text of any part of the block (to copy it in
 reading order). Mouse presses are not handled here: they go on to the row stack, which owns
-the selection (see :mod:`app.ui.selection`); a click on a link is reported back by the view
+the selection (see :mod:`app.ui.chat.selection`); a click on a link is reported back by the view
 through :attr:`TextBlock.link_activated`.
 """
 

@@ -20,11 +20,11 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QLabel, QScrollArea, QScrollBar, QWidget
 from typing_extensions import override
 
-from app.ui.action_button import ActionButton
+from app.ui.chat.rows.action_button import ActionButton
+from app.ui.chat.rows.base import MARGIN, ThemedRow
+from app.ui.chat.rows.lexers import PLAIN, shelf
+from app.ui.chat.rows.text_block import TextBlock
 from app.ui.colors import Theme
-from app.ui.lexers import PLAIN, shelf
-from app.ui.row_base import MARGIN, ThemedRow
-from app.ui.text_block import TextBlock
 
 _HEADER_HEIGHTS: dict[str, int] = {}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from app.ui.chat.rows.stack import RowStack
+from app.ui.chat.rows.text import TextRow
 from app.ui.colors import Theme
-from app.ui.row_stack import RowStack
-from app.ui.rows import TextRow
 
 __all__ = ["PromptProgress"]
 

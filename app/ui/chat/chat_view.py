@@ -1,9 +1,9 @@
 """The conversation view: prompts and replies, with replies rendered as Markdown as they stream.
 
 Besides showing the conversation, the view lets the user select across it as in a browser
-(:mod:`app.ui.selection`), move between messages with the keyboard (Ctrl+Up/Down or F6 and
+(:mod:`app.ui.chat.selection`), move between messages with the keyboard (Ctrl+Up/Down or F6 and
 Shift+F6; Tab then goes through that message's buttons), and exposes it to screen readers
-(:mod:`app.ui.accessibility`), announcing each finished reply once.
+(:mod:`app.ui.chat.accessibility`), announcing each finished reply once.
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
 from typing_extensions import override
 
 from app.flow.pacing import HALF_A_FRAME_S, Slicer
-from app.ui import accessibility
-from app.ui.action_button import ActionButton, FocusRing
-from app.ui.build_queue import BUILD_ROWS as BUILD_ROWS
-from app.ui.build_queue import FEED_CHARS as FEED_CHARS
-from app.ui.build_queue import SLICE_CHARS as SLICE_CHARS
-from app.ui.build_queue import BuildQueue
+from app.ui.chat import accessibility
+from app.ui.chat.build_queue import BUILD_ROWS as BUILD_ROWS
+from app.ui.chat.build_queue import FEED_CHARS as FEED_CHARS
+from app.ui.chat.build_queue import SLICE_CHARS as SLICE_CHARS
+from app.ui.chat.build_queue import BuildQueue
+from app.ui.chat.message_keys import MessageKeys
+from app.ui.chat.prompt_progress import PromptProgress
+from app.ui.chat.reply_rows import ReplyRows
+from app.ui.chat.rows.action_button import ActionButton, FocusRing
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.stack import RowStack
+from app.ui.chat.rows.text import TextRow
+from app.ui.chat.selection import MouseSelection, Selection
 from app.ui.colors import Theme, theme_for
-from app.ui.header_row import HeaderRow
-from app.ui.message_keys import MessageKeys
-from app.ui.prompt_progress import PromptProgress
-from app.ui.reply_rows import ReplyRows
-from app.ui.row_base import Row
-from app.ui.row_stack import RowStack
-from app.ui.rows import TextRow
-from app.ui.selection import MouseSelection, Selection
 
 RELAYOUT_SLICE_S = 0.006
 """Work per event-loop turn when re-measuring rows for a new width (a third of a frame)."""
@@ -123,7 +123,7 @@ class ChatView(QScrollArea):
 
     # -- building the conversation ------------------------------------------------------------
     #
-    # Small messages are built in the call; large ones by the build queue (app.ui.build_queue).
+    # Small messages are built in the call; large ones by the build queue (app.ui.chat.build_queue).
 
     @property
     def building(self) -> bool:

@@ -24,8 +24,8 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication, QScrollArea
 from typing_extensions import override
 
-from app.ui.row_base import Row
-from app.ui.row_stack import RowStack
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.stack import RowStack
 
 AUTOSCROLL_STEP_PX = 20
 """How far the view scrolls per pointer move while a drag is above or below it."""
