@@ -22,7 +22,7 @@ from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import TextRow
-from app.ui.composer import Composer
+from app.ui.composer.composer import Composer
 from app.ui.main_window import MainWindow
 from app.ui.sidebar import Sidebar
 from app.ui.theme import contrast, palette

@@ -20,9 +20,9 @@ from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader
 from app.flow.reply import prompt_for_model
 from app.flow.session import ChatSession, ModelState
-from app.ui.attachment_tray import ChipState
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.chat.transcript import AttachmentDialog
+from app.ui.composer.attachment_tray import ChipState
 from app.ui.main_window import MainWindow
 from tests.conftest import Loop, run_for, run_until
 

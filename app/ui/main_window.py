@@ -31,12 +31,12 @@ from app.store.conversation import Message
 from app.ui import chat_dialogs
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.transcript import APP_NAME, Transcript
-from app.ui.composer import Composer
-from app.ui.composer_attachments import ComposerAttachments
+from app.ui.composer.attachments import ComposerAttachments
+from app.ui.composer.composer import Composer
+from app.ui.composer.prompt_edit import PromptEdit
 from app.ui.conversations_dock import ConversationsDock
 from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
-from app.ui.prompt_edit import PromptEdit
 from app.ui.saving_banner import SavingBanner
 from app.ui.status_line import StatusLine
 from app.ui.trace_recording import TraceRecording

@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
 
-from app.ui.composer_attachments import ATTACH_SHORTCUT
+from app.ui.composer.attachments import ATTACH_SHORTCUT
 from app.ui.language import LANGUAGE_CHOICES
 from app.ui.theme import THEME_CHOICES
 

@@ -13,8 +13,8 @@ from shiboken6 import isValid
 from app.documents import Attachment
 from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession
-from app.ui.attachment_tray import AttachmentTray, has_files, paths_from_mime
 from app.ui.chat.transcript import has_paperclip
+from app.ui.composer.attachment_tray import AttachmentTray, has_files, paths_from_mime
 
 ATTACH_SHORTCUT = "Ctrl+Shift+A"
 """Chat > Attach files… and the paperclip's tooltip, which names it."""

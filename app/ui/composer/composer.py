@@ -7,7 +7,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 from typing_extensions import override
 
-from app.ui.attachment_tray import has_files, paths_from_mime
+from app.ui.composer.attachment_tray import has_files, paths_from_mime
 
 
 class Composer(QPlainTextEdit):
