@@ -35,11 +35,11 @@ from app.ui.composer.attachments import ComposerAttachments
 from app.ui.composer.composer import Composer
 from app.ui.composer.prompt_edit import PromptEdit
 from app.ui.conversations_dock import ConversationsDock
-from app.ui.diagnostics import DiagnosticsPanel
 from app.ui.menus import WindowMenus
 from app.ui.saving_banner import SavingBanner
 from app.ui.status_line import StatusLine
-from app.ui.trace_recording import TraceRecording
+from app.ui.timeline.diagnostics import DiagnosticsPanel
+from app.ui.timeline.trace_recording import TraceRecording
 
 
 class MainWindow(QMainWindow):

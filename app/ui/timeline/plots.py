@@ -22,8 +22,8 @@ from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QSizePolicy
 
-from app.ui.timeline_marks import LANES, EventsLane, MarkerLines
-from app.ui.timeline_style import colors_for
+from app.ui.timeline.marks import LANES, EventsLane, MarkerLines
+from app.ui.timeline.style import colors_for
 
 WINDOW_SECONDS: Final = 30.0
 """How much of the past the timeline shows."""

@@ -4,9 +4,9 @@ Drawn with pyqtgraph (made for live data in Qt). It reads :class:`FlowMetrics` t
 :class:`FlowSampler` on a timer that runs only while the timeline is shown, so a closed
 diagnostics panel costs the flow nothing. While shown, a reading and its repaint cost the UI
 thread about 2 ms (the GIL it holds meanwhile is time the worker's Python waits): the
-plots are built once (:mod:`app.ui.timeline_plots`), the readings kept in preallocated
-arrays (:mod:`app.ui.timeline_series`), and the reply's moments painted by two items
-(:mod:`app.ui.timeline_marks`) on a time axis that does not move.
+plots are built once (:mod:`app.ui.timeline.plots`), the readings kept in preallocated
+arrays (:mod:`app.ui.timeline.series`), and the reply's moments painted by two items
+(:mod:`app.ui.timeline.marks`) on a time axis that does not move.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.flow.metrics import FlowEvent, FlowMetrics, FlowSample, FlowSampler
 from app.flow.words import say_sentence
-from app.ui.timeline_marks import LANES, marker_pens, moment_name
-from app.ui.timeline_plots import FRAME_BUDGET_MS, WINDOW_SECONDS, TimelinePlots
-from app.ui.timeline_series import AT, BOUND, DEPTH, FRAME, LAG, TOKENS, SampleSeries
-from app.ui.timeline_style import SeriesColors, colors_for
+from app.ui.timeline.marks import LANES, marker_pens, moment_name
+from app.ui.timeline.plots import FRAME_BUDGET_MS, WINDOW_SECONDS, TimelinePlots
+from app.ui.timeline.series import AT, BOUND, DEPTH, FRAME, LAG, TOKENS, SampleSeries
+from app.ui.timeline.style import SeriesColors, colors_for
 
 __all__ = ["FRAME_BUDGET_MS", "LANES", "SAMPLE_INTERVAL_MS", "WINDOW_SECONDS", "Timeline"]
 

@@ -28,7 +28,7 @@ from app.flow.metrics import (
     FlowEvent,
 )
 from app.sentence import CONTEXT
-from app.ui.timeline_style import SeriesColors, marker_color, marker_pen
+from app.ui.timeline.style import SeriesColors, marker_color, marker_pen
 
 LANES: Final = 4
 """Rows of the events lane: moments close in time get their names on different rows."""

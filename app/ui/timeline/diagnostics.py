@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from app.flow.metrics import Distribution, FlowMetrics
 from app.sentence import QT_TRANSLATE_NOOP
-from app.ui.timeline import Timeline
+from app.ui.timeline.timeline import Timeline
 
 ROWS = (
     ("tokens", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Tokens/s")),
