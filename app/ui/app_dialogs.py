@@ -25,11 +25,11 @@ from app.sentence import QT_TRANSLATE_NOOP
 from app.store.paths import PROJECT_DIR, data_dir
 from app.store.secrets import load_api_key, save_api_key
 from app.store.settings import Settings
-from app.ui.chat_dialogs import choose_model_file
+from app.ui.dialogs.chat_dialogs import choose_model_file
+from app.ui.dialogs.model_library import ModelLibrary
+from app.ui.dialogs.server_dialog import ServerDialog
+from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.main_window import MainWindow
-from app.ui.model_library import ModelLibrary
-from app.ui.server_dialog import ServerDialog
-from app.ui.settings_dialog import SettingsDialog
 
 
 class AppDialogs(QObject):

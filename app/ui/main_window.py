@@ -28,13 +28,13 @@ from app.documents import Attachment
 from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
-from app.ui import chat_dialogs
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.transcript import APP_NAME, Transcript
 from app.ui.composer.attachments import ComposerAttachments
 from app.ui.composer.composer import Composer
 from app.ui.composer.prompt_edit import PromptEdit
 from app.ui.conversations_dock import ConversationsDock
+from app.ui.dialogs import chat_dialogs
 from app.ui.menus import WindowMenus
 from app.ui.saving_banner import SavingBanner
 from app.ui.status_line import StatusLine

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 
 from app.flow.session import ChatSession
 from app.store.settings import SAMPLING, overrides
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.dialogs.settings_dialog import SettingsDialog
 
 Spawn = Callable[[Coroutine[object, object, object]], None]
 
