@@ -24,8 +24,8 @@ from app.store.preferences import Preferences, load_preferences, save_preference
 from app.ui.appearance import Appearance
 from app.ui.chat.rows.text import theme_for
 from app.ui.language import I18N_DIR
-from app.ui.main_window import MainWindow
 from app.ui.theme import contrast, palette
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
 
 TS_FILE = I18N_DIR / "floodgate_zh_CN.ts"

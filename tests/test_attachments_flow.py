@@ -23,7 +23,7 @@ from app.flow.session import ChatSession, ModelState
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.chat.transcript import AttachmentDialog
 from app.ui.composer.attachment_tray import ChipState
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_for, run_until
 
 FACT = "The lighthouse keeper's cat is named Biscuit.\n"

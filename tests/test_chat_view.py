@@ -19,7 +19,7 @@ from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
 from app.ui.chat.rows.text_block import TextBlock
-from app.ui.sidebar import Sidebar
+from app.ui.window.sidebar import Sidebar
 from tests.test_markdown import CORPUS, REASONING
 
 REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))

@@ -27,7 +27,7 @@ from app.soak.report import (
 )
 
 if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
 PROBE = "List the first five planets of the solar system, one per line."
 """The prompt asked in a fresh chat now and then: its greedy reply must never change."""

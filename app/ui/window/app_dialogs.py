@@ -29,7 +29,7 @@ from app.ui.dialogs.chat_dialogs import choose_model_file
 from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.dialogs.server_dialog import ServerDialog
 from app.ui.dialogs.settings_dialog import SettingsDialog
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 
 class AppDialogs(QObject):

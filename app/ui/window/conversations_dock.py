@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QPushButton
 
 from app.flow.session import ChatSession
-from app.ui.sidebar import Sidebar
+from app.ui.window.sidebar import Sidebar
 
 UNDO_SHOWN_MS = 10_000
 """How long the Undo button stays after a conversation is deleted."""

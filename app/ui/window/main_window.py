@@ -33,19 +33,19 @@ from app.ui.chat.transcript import APP_NAME, Transcript
 from app.ui.composer.attachments import ComposerAttachments
 from app.ui.composer.composer import Composer
 from app.ui.composer.prompt_edit import PromptEdit
-from app.ui.conversations_dock import ConversationsDock
 from app.ui.dialogs import chat_dialogs
-from app.ui.menus import WindowMenus
-from app.ui.saving_banner import SavingBanner
-from app.ui.status_line import StatusLine
 from app.ui.timeline.diagnostics import DiagnosticsPanel
 from app.ui.timeline.trace_recording import TraceRecording
+from app.ui.window.conversations_dock import ConversationsDock
+from app.ui.window.menus import WindowMenus
+from app.ui.window.saving_banner import SavingBanner
+from app.ui.window.status_line import StatusLine
 
 
 class MainWindow(QMainWindow):
     """Renders a :class:`ChatSession` and forwards what the user asks of it.
 
-    The menus are :attr:`menus` (:class:`~app.ui.menus.WindowMenus`), the conversation is
+    The menus are :attr:`menus` (:class:`~app.ui.window.menus.WindowMenus`), the conversation is
     drawn by :attr:`transcript` (:class:`~app.ui.chat.transcript.Transcript`); what remains here is
     the layout, the composer's intent (send, stop, edit) and the status line.
 
