@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from app.flow.archive import Archive
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
-    from app.ui.appearance import Appearance
+    from app.ui.look.appearance import Appearance
     from app.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ async def run_window(
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
     from app.flow.words import say_sentence
-    from app.ui.appearance import Appearance
+    from app.ui.look.appearance import Appearance
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
 

@@ -23,7 +23,7 @@ from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import TextRow
 from app.ui.composer.composer import Composer
-from app.ui.theme import contrast, palette
+from app.ui.look.theme import contrast, palette
 from app.ui.window.main_window import MainWindow
 from app.ui.window.sidebar import Sidebar
 from tests.conftest import Loop, run_until

@@ -30,7 +30,7 @@ from app.flow.metrics import (
     ReplyFigures,
 )
 from app.trace import Tracer, check_trace
-from app.ui.theme import apply_theme, contrast
+from app.ui.look.theme import apply_theme, contrast
 from app.ui.timeline.diagnostics import NO_VALUE, DiagnosticsPanel, RecentPercentiles
 from app.ui.timeline.plots import fitted_top, round_top
 from app.ui.timeline.series import AT, TOKENS, SampleSeries

@@ -34,7 +34,7 @@ from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow
 from app.ui.chat.selection import MouseSelection, Selection
-from app.ui.colors import Theme, theme_for
+from app.ui.look.colors import Theme, theme_for
 
 RELAYOUT_SLICE_S = 0.006
 """Work per event-loop turn when re-measuring rows for a new width (a third of a frame)."""

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow
-from app.ui.colors import Theme
+from app.ui.look.colors import Theme
 
 __all__ = ["PromptProgress"]
 

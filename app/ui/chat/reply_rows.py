@@ -17,7 +17,7 @@ from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow, ThinkingRow
-from app.ui.colors import Theme
+from app.ui.look.colors import Theme
 
 PACK_CHARS = 4000
 """A row built in bulk (a saved reply, a huge piece) holds final text blocks up to this much

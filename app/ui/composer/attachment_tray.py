@@ -35,13 +35,13 @@ from PySide6.QtWidgets import (
 from typing_extensions import override
 
 from app.documents import Attachment
-from app.ui.colors import theme_for
 from app.ui.composer.attachment_wording import (
     duration_text,
     rooms_in_order,
     summary_text,
     total_text,
 )
+from app.ui.look.colors import theme_for
 
 MIN_PART_TOKENS: Final = 64
 """Less room than this, and offering "the part that fits" would offer almost nothing."""

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store.settings import FIELDS, Field, Settings, parse, shown
-from app.ui.colors import theme_for
+from app.ui.look.colors import theme_for
 
 
 class SettingsDialog(QDialog):

@@ -9,8 +9,8 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
 
 from app.ui.composer.attachments import ATTACH_SHORTCUT
-from app.ui.language import LANGUAGE_CHOICES
-from app.ui.theme import THEME_CHOICES
+from app.ui.look.language import LANGUAGE_CHOICES
+from app.ui.look.theme import THEME_CHOICES
 
 Shortcut = QKeySequence.StandardKey | str | None
 

@@ -15,7 +15,7 @@ from typing_extensions import override
 
 from app.markdown.stream import Block
 from app.ui.chat.rows.text_block import TextBlock
-from app.ui.colors import Theme
+from app.ui.look.colors import Theme
 
 MARGIN = 14
 """Left and right margin of the conversation's text, in pixels."""

@@ -24,7 +24,7 @@ from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.base import MARGIN, ThemedRow
 from app.ui.chat.rows.lexers import PLAIN, shelf
 from app.ui.chat.rows.text_block import TextBlock
-from app.ui.colors import Theme
+from app.ui.look.colors import Theme
 
 _HEADER_HEIGHTS: dict[str, int] = {}
 

@@ -24,7 +24,7 @@ from app.ui.chat.rows.base import MARGIN, Row, ThemedRow
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text_block import SAFE_LINK_SCHEMES, TextBlock, open_link
-from app.ui.colors import Theme, theme_for
+from app.ui.look.colors import Theme, theme_for
 
 __all__ = [
     "MARGIN",

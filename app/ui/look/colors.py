@@ -1,6 +1,6 @@
 """The colours the conversation's rows render with, derived from the application palette.
 
-:mod:`app.ui.theme` chooses the palette (light, dark, or the system's); this module turns the
+:mod:`app.ui.look.theme` chooses the palette (light, dark, or the system's); this module turns the
 palette into the few colours and the style sheet that rows need, so a change of palette
 re-renders them.
 """

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication
 
 LanguageChoice = Literal["system", "en", "zh_CN"]
 LANGUAGE_CHOICES: tuple[LanguageChoice, ...] = ("system", "en", "zh_CN")
-I18N_DIR = Path(__file__).parent / "i18n"
+I18N_DIR = Path(__file__).parent.parent / "i18n"
 TRANSLATED = ("zh_CN",)
 """Locales Floodgate has a translation for; any other falls back to English."""
 

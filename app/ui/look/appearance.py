@@ -7,8 +7,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.flow.preferences import PreferencesKeeper
-from app.ui.language import LANGUAGE_CHOICES, LanguageChoice, Languages
-from app.ui.theme import THEME_CHOICES, ThemeChoice, apply_theme
+from app.ui.look.language import LANGUAGE_CHOICES, LanguageChoice, Languages
+from app.ui.look.theme import THEME_CHOICES, ThemeChoice, apply_theme
 
 
 class Appearance(QObject):
