@@ -33,8 +33,8 @@ the cut, a fenced code block at any line, a list between two items, a table betw
 block that still grows past the cost of a frame with no such place (a single line of ``[`` ten
 thousand long, say) is shown as plain text past that point until it ends, and rendered once then.
 
-The parser and the blocks it makes are in ``markdown_parser.py``; held blocks and segments in
-``markdown_segments.py``.
+The parser and the blocks it makes are in :mod:`app.markdown.parser`; held blocks and segments in
+:mod:`app.markdown.segments`.
 
 Model output is untrusted. Raw HTML is escaped (markdown-it's ``html`` option is off), images
 are shown as their description and address and never loaded, and a link shows its address
