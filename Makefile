@@ -85,7 +85,7 @@ app/ui/i18n/%.qm: app/ui/i18n/%.ts | $(STAMP)
 # After changing user-visible strings: collect them into the .ts files, then translate the
 # new entries (Qt Linguist: $(BIN)/pyside6-linguist app/ui/i18n/floodgate_zh_CN.ts).
 translations: $(STAMP)
-	$(BIN)/pyside6-lupdate $(sort $(wildcard app/*.py app/*/*.py)) -no-obsolete -locations none -ts $(TS)
+	$(BIN)/pyside6-lupdate $(sort $(shell find app -name "*.py")) -no-obsolete -locations none -ts $(TS)
 
 $(MODEL): | $(BIN)/python
 	$(BIN)/python models/fetch_default_model.py models

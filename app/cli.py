@@ -10,11 +10,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``floodgate`` and ``python -m app``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["bench"]:
-        from app.bench import main as bench
+        from app.bench.cli import main as bench
 
         return bench(args[1:])
     if args[:1] == ["soak"]:
-        from app.soak import main as soak
+        from app.soak.cli import main as soak
 
         return soak(args[1:])
     from app.main import main as floodgate

@@ -23,14 +23,14 @@ from app.crash_record import CRASH_RECORD, LastEnd
 from app.store.paths import data_dir, default_model_path
 from app.store.settings import Settings
 from app.trace import TRACE
-from app.ui.single_instance import LaunchArguments, SingleInstance
+from app.ui.window.single_instance import LaunchArguments, SingleInstance
 
 if TYPE_CHECKING:
     from app.flow.archive import Archive
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
-    from app.ui.appearance import Appearance
-    from app.ui.main_window import MainWindow
+    from app.ui.look.appearance import Appearance
+    from app.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +148,9 @@ async def run_window(
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
     from app.flow.words import say_sentence
-    from app.ui.app_dialogs import AppDialogs
-    from app.ui.appearance import Appearance
-    from app.ui.main_window import MainWindow
+    from app.ui.look.appearance import Appearance
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0

@@ -11,7 +11,7 @@ import sys
 import time
 
 from app.main import main
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.drivers import send_when_ready
 
 

@@ -22,7 +22,7 @@ from pytestqt.qtbot import QtBot
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import ChatSession
 from app.store.paths import DEFAULT_MODEL
-from app.ui.chat_view import ChatView
+from app.ui.chat.chat_view import ChatView
 
 Loop = asyncio.AbstractEventLoop
 

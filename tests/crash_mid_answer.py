@@ -12,7 +12,7 @@ import sys
 
 from app.flow.reply import SAVE_EVERY
 from app.main import main
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.drivers import send_when_ready
 
 

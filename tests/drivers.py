@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from app.flow.session import ModelState
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 LONG_PROMPT = "Write a long story about a dragon who learns to read."
 

@@ -12,7 +12,7 @@ import sys
 
 from app.flow.session import ModelState
 from app.main import main
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 
 async def wait_for_hand_over(window: MainWindow) -> None:

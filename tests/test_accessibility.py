@@ -17,15 +17,15 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.scripted import ScriptedBackend
-from app.ui import accessibility
-from app.ui.chat_view import ChatView
-from app.ui.code_row import CodeRow
-from app.ui.composer import Composer
-from app.ui.header_row import HeaderRow
-from app.ui.main_window import MainWindow
-from app.ui.rows import TextRow
-from app.ui.sidebar import Sidebar
-from app.ui.theme import contrast, palette
+from app.ui.chat import accessibility
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text import TextRow
+from app.ui.composer.composer import Composer
+from app.ui.look.theme import contrast, palette
+from app.ui.window.main_window import MainWindow
+from app.ui.window.sidebar import Sidebar
 from tests.conftest import Loop, run_until
 from tests.test_window import scripted_window
 

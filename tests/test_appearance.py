@@ -21,11 +21,11 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.preferences import PreferencesKeeper
 from app.flow.session import ChatSession, ModelState
 from app.store.preferences import Preferences, load_preferences, save_preferences
-from app.ui.appearance import Appearance
-from app.ui.language import I18N_DIR
-from app.ui.main_window import MainWindow
-from app.ui.rows import theme_for
-from app.ui.theme import contrast, palette
+from app.ui.chat.rows.text import theme_for
+from app.ui.look.appearance import Appearance
+from app.ui.look.language import I18N_DIR
+from app.ui.look.theme import contrast, palette
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
 
 TS_FILE = I18N_DIR / "floodgate_zh_CN.ts"

@@ -15,11 +15,11 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QPlainTextEdit, QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
-from app.engine.documents import Attachment
+from app.documents import Attachment
 from app.flow import attachments as attachments_module
 from app.flow.attachments import AttachmentReader
-from app.ui.attachment_tray import AttachmentTray, ChipState, has_files, paths_from_mime
-from app.ui.colors import theme_for
+from app.ui.composer.attachment_tray import AttachmentTray, ChipState, has_files, paths_from_mime
+from app.ui.look.colors import theme_for
 from tests.conftest import Loop, run_until
 from tests.test_documents import PNG_HEADER, write_pdf
 

@@ -12,18 +12,18 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QTextCursor
 from pytestqt.qtbot import QtBot
 
+from app.documents import Attachment, content_with_attachments, read_document
 from app.engine import EngineOptions, GenerationSettings, StopSignal
-from app.engine.documents import Attachment, content_with_attachments, read_document
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader
 from app.flow.reply import prompt_for_model
 from app.flow.session import ChatSession, ModelState
-from app.ui.attachment_tray import ChipState
-from app.ui.main_window import MainWindow
-from app.ui.rows import HeaderRow
-from app.ui.transcript import AttachmentDialog
+from app.ui.chat.rows.text import HeaderRow
+from app.ui.chat.transcript import AttachmentDialog
+from app.ui.composer.attachment_tray import ChipState
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_for, run_until
 
 FACT = "The lighthouse keeper's cat is named Biscuit.\n"

@@ -141,7 +141,7 @@ PER_CHAR_S = {"long_reply": 2e-6, "shape": 10e-6}
 def growing_view(qapp: object, monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
     """Make the chat view's updates cost more the longer the reply; returns the cost setter."""
     import app.bench.long_reply as long_reply
-    from app.ui.chat_view import ChatView
+    from app.ui.chat.chat_view import ChatView
 
     per_char = [0.0]
 
@@ -323,7 +323,7 @@ def test_large_messages_see_a_stall_and_build_what_they_measure(
     loop: Loop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import app.bench.large_messages as large_messages
-    from app.ui.chat_view import ChatView
+    from app.ui.chat.chat_view import ChatView
 
     class StallingView(ChatView):
         def clear(self) -> None:

@@ -11,15 +11,15 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
 from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.markdown.stream import render_blocks
 from app.store.database import ConversationSummary
-from app.ui.chat_view import ChatView
-from app.ui.code_row import CodeRow
-from app.ui.header_row import HeaderRow
-from app.ui.markdown import render_blocks
-from app.ui.row_base import Row
-from app.ui.rows import FOLD_LINES, TextRow, ThinkingRow
-from app.ui.sidebar import Sidebar
-from app.ui.text_block import TextBlock
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
+from app.ui.chat.rows.text_block import TextBlock
+from app.ui.window.sidebar import Sidebar
 from tests.test_markdown import CORPUS, REASONING
 
 REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))

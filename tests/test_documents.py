@@ -17,8 +17,7 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from app.engine import documents
-from app.engine.documents import (
+from app.documents import (
     Attachment,
     Document,
     DocumentError,
@@ -28,6 +27,7 @@ from app.engine.documents import (
     cut_to_tokens,
     fenced_for_prompt,
     read_document,
+    reading,
     size_text,
 )
 
@@ -416,7 +416,7 @@ def test_a_file_of_hundreds_of_megabytes_is_refused_before_it_is_read(
         raise AssertionError("opened a file it had to refuse")
 
     with monkeypatch.context() as patch:
-        patch.setattr(documents.os, "open", never)
+        patch.setattr(reading.os, "open", never)
         sentence = refusal(huge)
     assert sentence == "dump.sql is 300 MB, larger than the 64 MB an attachment may be."
 
@@ -463,7 +463,7 @@ def test_a_file_the_system_will_not_open_is_refused(
         raise PermissionError(13, "Permission denied")
 
     with monkeypatch.context() as patch:
-        patch.setattr(documents.os, "open", denied)
+        patch.setattr(reading.os, "open", denied)
         sentence = refusal(path)
     assert sentence == "secret.txt cannot be read: you do not have permission to open it."
 
@@ -478,7 +478,7 @@ def test_a_read_error_gives_the_systems_reason(
         raise OSError(5, "Input/output error")
 
     with monkeypatch.context() as patch:
-        patch.setattr(documents.os, "open", failing)
+        patch.setattr(reading.os, "open", failing)
         sentence = refusal(path)
     assert sentence == "on-a-bad-disk.txt could not be read: Input/output error"
 

@@ -17,8 +17,8 @@ from app.flow.archive import Archive
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Conversation
 from app.store.exchange import to_json
-from app.ui.main_window import MainWindow
-from app.ui.rows import HeaderRow
+from app.ui.chat.rows.text import HeaderRow
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_for, run_until
 
 Opened = tuple[ChatSession, ScriptedBackend, Archive, Path]

@@ -15,16 +15,16 @@ from pygments.lexer import Lexer
 from pytestqt.qtbot import QtBot
 
 from app.bench.large_messages import large_markdown
-from app.ui import chat_view as chat_view_module
-from app.ui import code_row as code_row_module
-from app.ui import lexers
-from app.ui import text_block as text_block_module
-from app.ui.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
-from app.ui.code_row import CodeRow
-from app.ui.header_row import HeaderRow
-from app.ui.markdown import MarkdownStream
-from app.ui.row_base import Row
-from app.ui.rows import PREVIEW_CHARS, TextRow
+from app.markdown.stream import MarkdownStream
+from app.ui.chat import chat_view as chat_view_module
+from app.ui.chat.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
+from app.ui.chat.rows import code as code_row_module
+from app.ui.chat.rows import lexers
+from app.ui.chat.rows import text_block as text_block_module
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text import PREVIEW_CHARS, TextRow
 
 
 def words(text: str) -> str:

@@ -17,10 +17,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from app.store.conversation import Conversation
-from app.store.thinking import ThinkSplitter, strip_thinking
-from app.ui import markdown
-from app.ui.markdown import (
+from app.markdown import stream as markdown_stream
+from app.markdown.stream import (
     SEGMENT_LINES,
     Block,
     MarkdownStream,
@@ -28,6 +26,8 @@ from app.ui.markdown import (
     make_parser,
     render_blocks,
 )
+from app.store.conversation import Conversation
+from app.store.thinking import ThinkSplitter, strip_thinking
 
 CORPUS = {
     "unclosed fence": "Here is code:\n\n```python\ndef f(x):\n    return x * 2\n",
@@ -622,9 +622,9 @@ def test_any_text_in_any_pieces_ends_as_the_whole(pieces: list[str], cuts: list[
     text = "".join(pieces)
     # Tiny thresholds, so that segments and plain-text overflow happen in short texts.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(markdown, "SEGMENT_LINES", 3)
-        mp.setattr(markdown, "SEGMENT_COST", 30.0)
-        mp.setattr(markdown, "OVERFLOW_COST", 90.0)
+        mp.setattr(markdown_stream, "SEGMENT_LINES", 3)
+        mp.setattr(markdown_stream, "SEGMENT_COST", 30.0)
+        mp.setattr(markdown_stream, "OVERFLOW_COST", 90.0)
         final = stream_final(text, itertools.cycle(cuts))
     assert join_segments(final) == render_blocks(text)
 

@@ -15,8 +15,8 @@ from app.engine import EngineOptions, ModelLoadError
 from app.engine.llama import open_llama
 from app.engine.model_card import ModelCard, find_models, read_model_card, short_count
 from app.flow.session import ChatSession, ModelState
-from app.ui.app_dialogs import describe_models
-from app.ui.model_library import ModelLibrary
+from app.ui.dialogs.model_library import ModelLibrary
+from app.ui.window.app_dialogs import describe_models
 from tests.conftest import Loop, run_until
 
 

@@ -19,7 +19,7 @@ from app.engine import GenerationSettings
 from app.engine.remote import RemoteEndpoint
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
-from app.ui.server_dialog import ServerDialog
+from app.ui.dialogs.server_dialog import ServerDialog
 from tests.conftest import Loop, run_until
 
 KEY = "floodgate-test-key"

@@ -7,12 +7,12 @@ from PySide6.QtGui import QGuiApplication, QWindow
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
-from app.ui.chat_view import ChatView
-from app.ui.code_row import CodeRow
-from app.ui.header_row import HeaderRow
-from app.ui.row_base import Row
-from app.ui.rows import TextRow
-from app.ui.text_block import TextBlock
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text import TextRow
+from app.ui.chat.rows.text_block import TextBlock
 
 PROMPT = "Hello there, model."
 REPLY = (

@@ -11,7 +11,7 @@ from app.engine import EngineOptions, ModelLoadError
 from app.engine.backend import Backend
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
-from app.ui.chat_view import ChatView
+from app.ui.chat.chat_view import ChatView
 from tests.conftest import Loop, run_until
 
 MODEL = Path("scripted.gguf")

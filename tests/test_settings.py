@@ -25,7 +25,7 @@ from app.store.settings import (
     parse,
     with_overrides,
 )
-from app.ui.settings_dialog import SettingsDialog
+from app.ui.dialogs.settings_dialog import SettingsDialog
 from tests.conftest import Loop
 
 FIELD = {f.name: f for f in FIELDS}

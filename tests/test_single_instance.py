@@ -19,13 +19,13 @@ from pytestqt.qtbot import QtBot
 
 from app.sentence import Sentence
 from app.store.paths import PROJECT_DIR
-from app.ui.single_instance import LOCK_NAME, LaunchArguments, SingleInstance, server_name
+from app.ui.window.single_instance import LOCK_NAME, LaunchArguments, SingleInstance, server_name
 
 LAUNCH = """
 import sys, time
 from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QTimer
-from app.ui.single_instance import LaunchArguments, SingleInstance
+from app.ui.window.single_instance import LaunchArguments, SingleInstance
 
 app = QCoreApplication([])
 directory, model, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.engine import EngineOptions
-from app.soak import ReplyRecord, Soak, build_parser
+from app.soak.cli import build_parser
+from app.soak.driver import Soak
+from app.soak.report import ReplyRecord
 from app.store.paths import PROJECT_DIR
 
 CYCLES = 50
@@ -25,7 +27,7 @@ def test_fifty_cycles_hold(tmp_path: Path, model_path: Path) -> None:
     command = [
         sys.executable,
         "-c",
-        "import sys; from app.soak import main; sys.exit(main(sys.argv[1:]))",
+        "import sys; from app.soak.cli import main; sys.exit(main(sys.argv[1:]))",
         "--cycles",
         str(CYCLES),
         "--seed",

@@ -30,13 +30,13 @@ from app.flow.metrics import (
     ReplyFigures,
 )
 from app.trace import Tracer, check_trace
-from app.ui.diagnostics import NO_VALUE, DiagnosticsPanel, RecentPercentiles
-from app.ui.theme import apply_theme, contrast
-from app.ui.timeline import LANES, WINDOW_SECONDS, Timeline
-from app.ui.timeline_plots import fitted_top, round_top
-from app.ui.timeline_series import AT, TOKENS, SampleSeries
-from app.ui.timeline_style import marker_pen
-from app.ui.trace_recording import TraceRecording
+from app.ui.look.theme import apply_theme, contrast
+from app.ui.timeline.diagnostics import NO_VALUE, DiagnosticsPanel, RecentPercentiles
+from app.ui.timeline.plots import fitted_top, round_top
+from app.ui.timeline.series import AT, TOKENS, SampleSeries
+from app.ui.timeline.style import marker_pen
+from app.ui.timeline.timeline import LANES, WINDOW_SECONDS, Timeline
+from app.ui.timeline.trace_recording import TraceRecording
 
 STEP = 0.125
 

@@ -10,8 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
-from app.ui.main_window import MainWindow
-from app.ui.server_dialog import ServerDialog
+from app.ui.dialogs.server_dialog import ServerDialog
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
 
 HOSTILE = "<b>BOLD<img src=x><i>"

@@ -19,7 +19,7 @@ from app.engine import (
 from app.engine.llama import open_llama
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_for, run_until
 
 

@@ -18,18 +18,7 @@ the report (:mod:`~app.bench.report`, and :mod:`~app.bench.chart` for the pictur
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
-# Before any Qt import: the bench runs headless unless told otherwise.
+# Before any Qt import (this package runs before its modules): the bench runs headless unless
+# told otherwise. The command line is :func:`app.bench.cli.main`.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-
-def main(argv: Sequence[str]) -> int:
-    """``floodgate bench``: see :func:`app.bench.cli.main`."""
-    # Imported here, so that the bench's parts (and their tests) load without the window.
-    from app.bench.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-__all__ = ["main"]

@@ -23,7 +23,7 @@ from app.trace import TRACE
 
 def main(argv: Sequence[str]) -> int:
     """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N] [--trace FILE]``."""
-    import app.bench
+    import app.bench  # the package, not a sibling: its docstring
 
     # The package's first paragraph says what the bench does; the rest is a map for developers.
     about = (app.bench.__doc__ or "").split("\n\n")[:2]

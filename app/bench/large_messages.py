@@ -26,7 +26,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.bench.plan import LARGE_CASES
-from app.ui.chat_view import ChatView
+from app.ui.chat.chat_view import ChatView
 
 TABLE_ROWS = 5000
 """Rows of the streamed table for a 1 MB message (fewer for a smaller one)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.bench.plan import LONG_SECTION, SHAPES, Plan
 from app.flow.metrics import Distribution
-from app.ui.chat_view import ChatView
+from app.ui.chat.chat_view import ChatView
 
 PER_UPDATE = 4
 """Pieces joined into one frame's update at a typical rate."""

@@ -28,7 +28,7 @@ from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Conversation
 from app.trace import TRACE, check_trace
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 120.0) -> None:

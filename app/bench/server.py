@@ -27,7 +27,7 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import Distribution
 from app.flow.session import ChatSession
 from app.store.conversation import Conversation
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 
 def _free_port() -> int:

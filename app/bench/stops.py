@@ -17,7 +17,7 @@ from app.engine.llama import open_llama
 from app.flow.metrics import Distribution
 from app.flow.session import ModelState
 from app.store.conversation import Conversation
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 CHECK_SETTINGS = GenerationSettings(temperature=0.0, max_tokens=32)
 

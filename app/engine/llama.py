@@ -68,7 +68,8 @@ class NativeAbortFlag:
 
     llama.cpp calls the abort callback after every graph node (about 600 times per token for
     a small model) on the computing thread. A Python callback would take the GIL each time and
-    slow inference by 20-50 % whenever the UI thread is busy (shared/design.md). Instead the
+    slow inference by 20-50 % whenever the UI thread is busy (ARCHITECTURE.md, "Measured facts
+    that shaped the design": the GIL cost of a Python abort callback). Instead the
     callback is libc's ``strlen`` over a two-byte buffer: it returns 0 while the buffer is
     empty and 1 once :meth:`raise_flag` writes a byte into it. No Python runs during decode.
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from PySide6.QtCore import QObject, Signal
 
-from app.engine.documents import (
+from app.documents import (
     MAX_ATTACHMENT_BYTES,
     Attachment,
     Document,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from app.documents import Attachment, content_with_attachments
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
-from app.engine.documents import Attachment, content_with_attachments
 from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics

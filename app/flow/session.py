@@ -14,8 +14,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from app import defaults
+from app.documents import Attachment
 from app.engine import BackendOpener, EngineOptions, GenerationSettings, ModelInfo
-from app.engine.documents import Attachment
 from app.engine.remote import RemoteEndpoint
 from app.flow.archive import Archive
 from app.flow.library import ConversationLibrary

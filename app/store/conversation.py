@@ -35,7 +35,7 @@ class Message:
         model: for a reply, the name of the model that wrote it.
         created_at: seconds since the epoch.
         attachments: for a prompt, the files attached to it, in order: each the plain data of
-            :meth:`app.engine.documents.Attachment.to_dict` (``name``, ``kind``, ``size``,
+            :meth:`app.documents.Attachment.to_dict` (``name``, ``kind``, ``size``,
             ``text``, ``tokens``, ``cut``, ``encoding``, ``pages``, ``kept_tokens``,
             ``full_tokens``). The text itself is kept, not a path that may move. ``content``
             stays the question alone.

@@ -35,8 +35,8 @@ def to_markdown(conversation: Conversation, you: str = "You") -> str:
 
 
 _KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf"))
-"""The kinds of attachment there are (the engine's ``documents.KINDS``; the store does not
-import the engine)."""
+"""The kinds of attachment there are (:data:`app.documents.KINDS`; the store does not import
+the documents package: the two sit side by side)."""
 
 
 def _attachment_markdown(attachment: dict[str, object]) -> str:

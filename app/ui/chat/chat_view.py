@@ -1,0 +1,390 @@
+"""The conversation view: prompts and replies, with replies rendered as Markdown as they stream.
+
+Besides showing the conversation, the view lets the user select across it as in a browser
+(:mod:`app.ui.chat.selection`), move between messages with the keyboard (Ctrl+Up/Down or F6 and
+Shift+F6; Tab then goes through that message's buttons), and exposes it to screen readers
+(:mod:`app.ui.chat.accessibility`), announcing each finished reply once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
+from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
+from typing_extensions import override
+
+from app.flow.pacing import HALF_A_FRAME_S, Slicer
+from app.ui.chat import accessibility
+from app.ui.chat.build_queue import BUILD_ROWS as BUILD_ROWS
+from app.ui.chat.build_queue import FEED_CHARS as FEED_CHARS
+from app.ui.chat.build_queue import SLICE_CHARS as SLICE_CHARS
+from app.ui.chat.build_queue import BuildQueue
+from app.ui.chat.message_keys import MessageKeys
+from app.ui.chat.prompt_progress import PromptProgress
+from app.ui.chat.reply_rows import ReplyRows
+from app.ui.chat.rows.action_button import ActionButton, FocusRing
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.stack import RowStack
+from app.ui.chat.rows.text import TextRow
+from app.ui.chat.selection import MouseSelection, Selection
+from app.ui.look.colors import Theme, theme_for
+
+RELAYOUT_SLICE_S = 0.006
+"""Work per event-loop turn when re-measuring rows for a new width (a third of a frame)."""
+
+PIN_SLACK_PX = 4
+"""How close to the bottom counts as 'at the bottom' (a partly shown last line still pins)."""
+
+ANNOUNCED_CHARS = 2000
+"""A finished reply is announced up to this many characters (the rest is read in the view)."""
+
+BULK_CHARS = 8000
+"""A message or piece longer than this is built over event-loop turns, not in the call."""
+
+CLEAR_ROWS = 200
+"""Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), looked up once (``find_library`` took 60 ms)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None  # not glibc
+    return trim
+
+
+def _give_back_memory() -> None:
+    """Return freed heap to the system (glibc keeps it otherwise: RSS stayed at its peak)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        # On a thread of its own: handing 100 MB back takes 60 ms (ctypes lets go of the GIL).
+        threading.Thread(target=trim, args=(0,), name="malloc_trim", daemon=True).start()
+
+
+class ChatView(QScrollArea):
+    """The conversation, as a column of rows; a streaming reply grows at the bottom.
+
+    Replies are Markdown, rendered as they stream: each update re-renders only the reply's
+    last, still-open block (see :mod:`app.markdown.stream`), and the rows above it are final, so an
+    update costs the same at the start of a long reply as at its end. Prompts and the app's
+    own notes are plain text. While the user is at the bottom the view follows the reply;
+    scrolling up (or dragging out a selection) detaches it, scrolling back to the bottom
+    re-attaches it.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        accessibility.install()
+        self.setObjectName("chatView")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Tab lands on the current message instead
+        self.viewport().setBackgroundRole(QPalette.ColorRole.Base)
+        self.viewport().setAutoFillBackground(True)
+        self.stack = RowStack()
+        self.stack.setObjectName("conversationRows")
+        self.stack.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Ctrl+C after selecting
+        self.setWidget(self.stack)
+        self._progress = PromptProgress(self.stack, lambda: self.theme)
+        self.theme: Theme = theme_for(self.palette())
+        self._reply: ReplyRows | None = None
+        self._pinned = True
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range_changed)
+        self.updates = 0
+        """Appends applied to replies (the bench and tests count frames by it)."""
+        self._relayout = Slicer(self._relayout_step, RELAYOUT_SLICE_S, self)
+        self.builder = BuildQueue(self)
+        """Builds large messages a slice per event-loop turn, in order."""
+        self._sweeper = Slicer(self._sweep_step, parent=self)
+        self._cleared = False
+        self.selection = Selection(self.stack)
+        self._mouse = MouseSelection(self, self.stack, self.selection)
+        self._mouse.dragged.connect(self._stop_following)
+        self.messages = MessageKeys(self, self.stack)
+        self.stack.on_append = self._on_row_added
+        self.stack.on_doomed = self._sweeper.schedule
+        self.focus_ring = FocusRing(self.stack)
+        """The frame around the focused header or button (visible focus, in both themes)."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._on_focus_changed)
+
+    # -- building the conversation ------------------------------------------------------------
+    #
+    # Small messages are built in the call; large ones by the build queue (app.ui.chat.build_queue).
+
+    @property
+    def building(self) -> bool:
+        """Whether rows asked for are still being built (a slice per event-loop turn)."""
+        return self.builder.building
+
+    @property
+    def slices(self) -> int:
+        """Slices of building done (tests and the bench count the work per slice by it)."""
+        return self.builder.slices
+
+    def finish_building(self) -> None:
+        """Build everything still waiting, now."""
+        self.builder.finish()
+
+    def add_user_message(self, text: str) -> HeaderRow:
+        """Show a prompt the user sent (as plain text: it is never interpreted).
+
+        A long prompt is shown folded: only its first lines are laid out (see
+        :meth:`TextRow.set_plain`), so a 1 MB paste costs what a page does.
+        """
+        you = QCoreApplication.translate("ChatView", "You")
+        header = HeaderRow(you, lambda: text, prompt=True)
+
+        def build() -> None:
+            self.stack.append(header)
+            row = TextRow(self.theme, "user")
+            row.author = you
+            row.set_plain(text)
+            self.stack.append(row)
+
+        self.builder.now_or_later(build)
+        return header
+
+    def begin_reply(self, speaker: str = "Floodgate") -> HeaderRow:
+        """Start an empty reply that :meth:`append_to_reply` grows; returns its header."""
+        self._reply = reply = ReplyRows(self, speaker, attach=False)
+        self.builder.now_or_later(reply.attach)
+        return reply.header
+
+    def add_reply(self, speaker: str, text: str) -> HeaderRow:
+        """Show a whole reply (a saved conversation); returns its header.
+
+        A long reply is built a slice per event-loop turn (see :attr:`building`).
+        """
+        reply = ReplyRows(self, speaker, attach=False)
+        if len(text) <= BULK_CHARS and not self.builder.building:
+            reply.attach()
+            reply.append(text)
+            reply.finish(timed=False)
+        else:
+            reply.pack = True
+            self.builder.now_or_later(reply.attach)
+            self.builder.later(self.builder.feed_job(reply, text, then_open=False))
+            self.builder.later(self.builder.finish_job(reply, timed=False))
+        return reply.header
+
+    def append_to_reply(self, text: str) -> None:
+        """Append streamed text to the reply in progress.
+
+        A huge piece (or one arriving while earlier pieces are still being built) is fed to
+        the reply in small pieces, a slice per event-loop turn, in order.
+        """
+        if self._reply is None:
+            self.begin_reply()
+        reply = self._reply
+        assert reply is not None
+        self.updates += 1
+        if len(text) <= BULK_CHARS and not self.builder.building:
+            self._progress.show("")
+            reply.append(text)
+            return
+        self.builder.now_or_later(lambda: self._progress.show(""))
+        self.builder.later(self.builder.feed_job(reply, text))
+
+    def show_progress(self, text: str) -> None:
+        """Say, under the reply's header, how far the model is in reading the prompt.
+
+        Updated in place (a few times a second); an empty ``text`` removes it, which happens
+        before the reply's first text arrives, so it is always the bottom row.
+        """
+        self.builder.now_or_later(lambda: self._progress.show(text))
+
+    def end_reply(self, note: str = "", *, error: bool = False) -> None:
+        """Close the reply in progress, with a note under it (for example "Stopped.").
+
+        A screen reader is told the reply once, here, never piece by piece.
+        """
+        reply = self._reply
+        self._reply = None
+
+        self.builder.now_or_later(lambda: self._progress.show(""))
+        if reply is not None:
+            finish = self.builder.finish_job(reply, timed=True)
+            self.builder.slice_rows = 0
+            # Done in the call when it is small (it nearly always is), or later, in order.
+            if self.builder.building or not finish(time.perf_counter() + HALF_A_FRAME_S):
+                self.builder.later(finish)
+
+        def close() -> None:
+            if note:
+                self.add_note(note, error=error)
+            if reply is not None:
+                text = reply.answer_text(ANNOUNCED_CHARS + 1)
+                self.announce_reply(reply.speaker, text, note)
+
+        self.builder.now_or_later(close)
+
+    def announce_reply(self, speaker: str, text: str, note: str = "") -> bool:
+        """Have a screen reader say a finished reply; returns whether it could be announced."""
+        if len(text) > ANNOUNCED_CHARS:
+            text = text[:ANNOUNCED_CHARS] + "…"
+        message = QCoreApplication.translate("ChatView", "{speaker} replied: {text}").format(
+            speaker=speaker, text=text
+        )
+        return accessibility.announce(self, f"{message} {note}".strip())
+
+    def add_note(self, text: str, *, error: bool = False) -> None:
+        """Show a line from the app itself (a notice or an error) in the conversation."""
+
+        def build() -> None:
+            row = TextRow(self.theme, "error" if error else "note")
+            row.set_plain(text)
+            self.stack.append(row)
+
+        self.builder.now_or_later(build)
+
+    def clear(self) -> None:
+        """Remove everything shown, at once; the rows are deleted a slice per event-loop turn."""
+        self.builder.clear()
+        self._reply = None
+        self._progress.forget()
+        self.focus_ring.follow(None)
+        self.selection.forget()
+        self.messages.forget()
+        if self.stack.take_all():
+            self._cleared = True
+            self._sweeper.schedule()
+
+    @property
+    def clearing(self) -> bool:
+        """Whether rows of a cleared conversation are still being deleted."""
+        return self.stack.doomed > 0
+
+    def _sweep_step(self, deadline: float) -> bool:
+        # Deleting thousands of rows in one turn froze New chat for seconds.
+        done = self.stack.sweep(deadline, CLEAR_ROWS)
+        if done and self._cleared:
+            # A cleared conversation's memory goes back to the system (not after the few
+            # rows a finished reply replaces).
+            self._cleared = False
+            _give_back_memory()
+        return done
+
+    def toPlainText(self) -> str:
+        """Everything shown, as text (replies as the Markdown the model wrote)."""
+        return "\n".join(row.plain_text() for row in self.stack.rows if row.isVisibleTo(self.stack))
+
+    # -- selecting and copying ----------------------------------------------------------------
+
+    def selected_text(self) -> str:
+        """What is selected, as plain text in reading order."""
+        return self.selection.text()
+
+    def select_all(self) -> None:
+        """Select the whole conversation."""
+        self.selection.select_rows(0, len(self.stack.rows) - 1)
+
+    def copy_selection(self) -> bool:
+        """Put the selection on the clipboard; returns whether there was one."""
+        text = self.selected_text()
+        if text:
+            QGuiApplication.clipboard().setText(text)
+        return bool(text)
+
+    def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
+        ringed = isinstance(new, HeaderRow | ActionButton) and self.isAncestorOf(new)
+        self.focus_ring.follow(new if ringed else None)
+
+    def _stop_following(self) -> None:
+        # Text arriving below must not scroll what the user is selecting out from under them.
+        self._pinned = False
+
+    # -- the keyboard -------------------------------------------------------------------------
+
+    def focus_message(self, index: int = -1) -> bool:
+        """Put the keyboard focus on a message's header (by default the last message's)."""
+        return self.messages.focus(index)
+
+    @override
+    def focusNextPrevChild(self, next: bool) -> bool:
+        return self.messages.tab(next) or super().focusNextPrevChild(next)
+
+    @override
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.matches(QKeySequence.StandardKey.Copy) and self.copy_selection():
+            event.accept()
+            return
+        if event.matches(QKeySequence.StandardKey.SelectAll):
+            focused = QApplication.focusWidget()
+            message = None if focused is self.stack else self.messages.message_of(focused)
+            if message is None:
+                self.select_all()
+            else:
+                self.selection.select_rows(message, self.messages.message_end(message) - 1)
+            event.accept()
+            return
+        if self.messages.handle_key(event):
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def _on_row_added(self, i: int, row: Row) -> None:
+        self.selection.row_added(i, row)
+        self.messages.row_added(i, row)
+
+    # -- layout and theme ---------------------------------------------------------------------
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.viewport().width() != self.stack.width():
+            self._lay_out_again()  # a taller or shorter window changes no row
+
+    def _lay_out_again(self) -> None:
+        # The rows on screen now; the rest a slice per event-loop turn, so that resizing a
+        # window over a long conversation stays smooth.
+        top = self.verticalScrollBar().value()
+        stale = self.stack.set_width(self.viewport().width(), top, top + self.viewport().height())
+        if stale:
+            self._relayout.schedule()
+
+    def _relayout_step(self, deadline: float) -> bool:
+        bar = self.verticalScrollBar()
+        # Keep the row the reader is looking at where it is, while rows above it change height.
+        anchor = None if self._pinned else self.stack.row_at(bar.value())
+        offset = bar.value() - self.stack.tops[anchor] if anchor is not None else 0
+        left = self.stack.measure_stale(max(0.0, deadline - time.perf_counter()))
+        if anchor is not None:
+            bar.setValue(self.stack.tops[anchor] + offset)
+        return not left
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.theme = theme_for(self.palette())
+            for row in self.stack.rows:
+                row.restyle(self.theme)
+            self._lay_out_again()
+
+    # -- following the reply ------------------------------------------------------------------
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the view follows new text to the bottom."""
+        return self._pinned
+
+    def _on_scrolled(self, value: int) -> None:
+        self._pinned = value >= self.verticalScrollBar().maximum() - PIN_SLACK_PX
+
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._pinned:
+            self.verticalScrollBar().setValue(maximum)

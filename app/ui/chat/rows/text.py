@@ -1,0 +1,274 @@
+"""The rows of the conversation view that show text: Markdown blocks, prompts, notes, thinking.
+
+A conversation is shown as a column of rows: a speaker header (:mod:`app.ui.chat.rows.header`), one
+row per top-level Markdown block of a reply (:class:`TextRow`, or :mod:`app.ui.chat.rows.code` for
+code), a note. Each row knows its height for a width, and :class:`app.ui.chat.rows.stack.RowStack`
+places the rows one under the other. Rows keep what they were rendered from, so a change of
+theme re-renders them.
+
+The other row kinds and the colours are importable from here too, as they were when they
+all lived in this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QCoreApplication, Qt, Slot
+from PySide6.QtGui import QAccessible, QColor, QFont, QPalette
+from PySide6.QtWidgets import QWidget
+from typing_extensions import override
+
+from app.ui.chat.rows.action_button import ActionButton
+from app.ui.chat.rows.base import MARGIN, Row, ThemedRow
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text_block import SAFE_LINK_SCHEMES, TextBlock, open_link
+from app.ui.look.colors import Theme, theme_for
+
+__all__ = [
+    "MARGIN",
+    "SAFE_LINK_SCHEMES",
+    "CodeRow",
+    "HeaderRow",
+    "Row",
+    "TextRow",
+    "Theme",
+    "ThinkingRow",
+    "open_link",
+    "theme_for",
+]
+
+FOLD_LINES = 12
+"""A folded prompt shows this many lines."""
+
+FOLD_SLACK_LINES = 3
+"""A prompt at most this many lines longer than :data:`FOLD_LINES` is shown whole: folding
+away two lines would hide more behind a button than it saves."""
+
+PREVIEW_CHARS = 6000
+"""A folded prompt lays out at most this much of its text (and at most the lines it may show):
+laying out a 1 MB paste whole blocked the window for up to 0.77 s."""
+
+
+def preview(text: str) -> str | None:
+    """The beginning of a prompt enough to fill it folded, or None if that is all of it."""
+    lines = FOLD_LINES + FOLD_SLACK_LINES + 1
+    end = -1
+    for _ in range(lines):
+        end = text.find("\n", end + 1, PREVIEW_CHARS)
+        if end < 0:
+            break
+    cut = end if end >= 0 else PREVIEW_CHARS
+    return text[:cut] if cut < len(text) else None
+
+
+class TextRow(ThemedRow):
+    """A block of text: a reply's Markdown block (rich), or a prompt or note (plain).
+
+    A long prompt is folded to :data:`FOLD_LINES` lines with a "Show all" button.
+
+    Args:
+        style: ``"reply"``, ``"thinking"`` (muted), ``"user"`` (tinted background, plain text),
+            ``"note"`` or ``"error"`` (italic, plain text).
+    """
+
+    kind = "text"
+
+    def __init__(self, theme: Theme, style: str, parent: QWidget | None = None) -> None:
+        super().__init__(theme, parent)
+        self.role = style
+        self.label = TextBlock(self)
+        self._plain = ""
+        top, bottom = (8, 8) if style == "user" else (0, 10)
+        self._margins = (MARGIN + (10 if style == "thinking" else 0), top, MARGIN, bottom)
+        self.expanded = False
+        """Whether a long prompt is shown whole (it is folded until the user opens it)."""
+        self._foldable = False
+        self.fold_button: ActionButton | None = None
+        if style == "user":
+            self.setAutoFillBackground(True)
+            self.setBackgroundRole(QPalette.ColorRole.AlternateBase)
+            self.fold_button = ActionButton(self)
+            self.fold_button.setObjectName("foldPrompt")
+            self.fold_button.clicked.connect(self._toggle_fold)
+            self.fold_button.hide()
+        if style in ("note", "error"):
+            font = QFont(self.label.font())
+            font.setItalic(True)
+            self.label.setFont(font)
+        self._apply_colors()
+        self.retranslate()
+
+    @override
+    def _apply_colors(self) -> None:
+        palette = self.label.palette()
+        if self.role in ("note", "thinking"):
+            palette.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.muted))
+        elif self.role == "error":
+            palette.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.error))
+        self.label.setPalette(palette)
+
+    def set_plain(self, text: str) -> None:
+        """Show text as it is (prompts and notes are never interpreted).
+
+        A long prompt lays out only its beginning until the user unfolds it.
+        """
+        self._plain = text
+        shown = preview(text) if self.fold_button is not None and not self.expanded else None
+        self.label.set_plain(text, shown=shown)
+
+    @override
+    def _render(self) -> None:
+        assert self.block is not None
+        self.renders += 1
+        self.label.set_html(
+            f"<html><head><style>{self.theme.css}</style></head>"
+            f"<body>{self.block.html}</body></html>"
+        )
+
+    def _bottom(self) -> int:
+        # A segment of a long paragraph runs on into the next row without a paragraph gap.
+        continued = self.block is not None and self.block.continued
+        return 0 if continued else self._margins[3]
+
+    def _text_height(self, width: int) -> int:
+        """The height of the text shown at ``width`` (folded, if it is folded)."""
+        left, _, right, _ = self._margins
+        whole = self.label.height_for(max(1, width - left - right))
+        if self.fold_button is None:
+            return whole
+        line = self.label.line_height()
+        self._foldable = self.label.cut or whole > (FOLD_LINES + FOLD_SLACK_LINES) * line
+        return whole if self.expanded or not self._foldable else FOLD_LINES * line
+
+    def _button_height(self) -> int:
+        if self.fold_button is None or not self._foldable:
+            return 0
+        return self.fold_button.sizeHint().height() + 4
+
+    @override
+    def row_height(self, width: int) -> int:
+        _, top, _, _ = self._margins
+        text = self._text_height(width)
+        return text + top + self._bottom() + self._button_height()
+
+    @override
+    def resizeEvent(self, event: object) -> None:
+        left, top, right, _ = self._margins
+        text = self._text_height(self.width())
+        self.label.setGeometry(left, top, self.width() - left - right, text)
+        if self.fold_button is not None:
+            self.fold_button.setVisible(self._foldable)
+            hint = self.fold_button.sizeHint()
+            self.fold_button.setGeometry(left - 4, top + text + 2, hint.width(), hint.height())
+
+    @Slot()
+    def _toggle_fold(self) -> None:
+        self.expanded = not self.expanded
+        if self.expanded and self.label.cut:
+            self.label.set_plain(self._plain)  # the user asked for all of it: laid out once
+        self.retranslate()
+        self.height_changed.emit()
+
+    @override
+    def retranslate(self) -> None:
+        if self.fold_button is None:
+            return
+        if self.expanded:
+            self.fold_button.setText(QCoreApplication.translate("ChatView", "Show less"))
+        else:
+            self.fold_button.setText(QCoreApplication.translate("ChatView", "Show all"))
+
+    @override
+    def plain_text(self) -> str:
+        if self.block is not None:
+            return self.block.source.strip("\n")
+        return self._plain
+
+    @override
+    def text_block(self) -> TextBlock:
+        return self.label
+
+    @override
+    def controls(self) -> list[QWidget]:
+        return [self.fold_button] if self.fold_button is not None else []
+
+    @override
+    def accessible_role(self) -> QAccessible.Role:
+        return QAccessible.Role.Paragraph
+
+
+class ThinkingRow(Row):
+    """The header of a reasoning model's thinking: shows its duration and folds it away."""
+
+    kind = "thinking"
+
+    def __init__(self, on_toggle: Callable[[bool], None], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._on_toggle = on_toggle
+        self.button = ActionButton(self)
+        self.button.setObjectName("thinkingToggle")
+        self.button.setCheckable(True)
+        self.button.setChecked(True)
+        self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.button.setArrowType(Qt.ArrowType.DownArrow)
+        self.button.toggled.connect(self._toggled)
+        self.seconds: float | None = None
+        self.done = False
+        self.retranslate()
+
+    @override
+    def retranslate(self) -> None:
+        if not self.done:
+            self.button.setText(QCoreApplication.translate("ChatView", "Thinking…"))
+        elif self.seconds is None:
+            self.button.setText(QCoreApplication.translate("ChatView", "Thoughts"))
+        else:
+            self.button.setText(
+                QCoreApplication.translate("ChatView", "Thought for {seconds} s").format(
+                    seconds=f"{self.seconds:.1f}"
+                )
+            )
+        self._place()
+
+    def set_done(self, seconds: float | None) -> None:
+        """Thinking ended after ``seconds`` (None: not known); fold it away."""
+        self.done = True
+        self.seconds = seconds
+        self.button.setChecked(False)
+        self.retranslate()
+
+    @property
+    def expanded(self) -> bool:
+        """Whether the thinking text is shown."""
+        return self.button.isChecked()
+
+    @Slot(bool)
+    def _toggled(self, expanded: bool) -> None:
+        self.button.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
+        self._on_toggle(expanded)
+
+    @override
+    def row_height(self, width: int) -> int:
+        return self.button.sizeHint().height() + 6
+
+    @override
+    def resizeEvent(self, event: object) -> None:
+        self._place()
+
+    def _place(self) -> None:
+        hint = self.button.sizeHint()
+        self.button.setGeometry(MARGIN - 4, 0, hint.width() + 8, hint.height())
+
+    @override
+    def plain_text(self) -> str:
+        return self.button.text()
+
+    @override
+    def controls(self) -> list[QWidget]:
+        return [self.button]
+
+    @override
+    def accessible_name(self) -> str:
+        return ""  # the button inside says it

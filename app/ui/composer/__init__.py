@@ -1,0 +1,1 @@
+"""The composer: the prompt editor, a sent message being edited, the files for the next prompt."""

@@ -1,0 +1,69 @@
+"""The multi-line prompt editor: Enter sends, Shift+Enter starts a new line."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
+from typing_extensions import override
+
+from app.ui.composer.attachment_tray import has_files, paths_from_mime
+
+
+class Composer(QPlainTextEdit):
+    """Where the user types. Emits :attr:`submitted` on Enter; never clears itself.
+
+    Signals:
+        submitted(): Enter (or keypad Enter) was pressed without Shift.
+        stop_requested(): Esc was pressed (the window's Esc shortcut covers other widgets).
+        files_pasted(list[Path]): files copied in a file manager were pasted (or dropped) here;
+            they are for attaching, so their addresses are not inserted as text.
+    """
+
+    submitted = Signal()
+    stop_requested = Signal()
+    files_pasted = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("composer")
+        self.retranslate()
+        self.setTabChangesFocus(True)
+        line = self.fontMetrics().lineSpacing()
+        self.setMinimumHeight(line * 3)
+        self.setMaximumHeight(line * 8)
+
+    def retranslate(self) -> None:
+        """Set the placeholder and the name a screen reader reads, in the current language."""
+        self.setAccessibleName(self.tr("Message"))
+        self.setPlaceholderText(
+            self.tr("Message the model… (Enter sends, Shift+Enter for a new line)")
+        )
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Send on Enter, stop on Esc; Shift+Enter is a new line."""
+        if event.key() == Qt.Key.Key_Escape:
+            # Handled here, not only by the window's shortcut: the editor is where the focus
+            # is while a reply streams, and a shortcut needs the window to be active.
+            event.accept()
+            self.stop_requested.emit()
+            return
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            event.accept()
+            self.submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+    @override
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return has_files(source) or super().canInsertFromMimeData(source)
+
+    @override
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """Files (pasted or dropped) become attachments; anything else is inserted as text."""
+        paths = paths_from_mime(source)
+        if paths:
+            self.files_pasted.emit(paths)
+            return
+        super().insertFromMimeData(source)

@@ -1,0 +1,168 @@
+"""The application's dialogs: settings, the model library, and connecting to a server.
+
+They change what the whole application uses (its settings, its model), so they are wired
+here, between the window's menus, the session and the preferences keeper, rather than in the
+window itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Slot
+from shiboken6 import isValid
+
+from app.engine import ModelInfo
+from app.engine.errors import ModelLoadError
+from app.engine.model_card import find_models, read_model_card
+from app.engine.remote import RemoteEndpoint, RemoteError
+from app.flow.preferences import PreferencesKeeper
+from app.flow.server_model import RemoteModel
+from app.flow.words import say, say_sentence
+from app.sentence import QT_TRANSLATE_NOOP
+from app.store.paths import PROJECT_DIR, data_dir
+from app.store.secrets import load_api_key, save_api_key
+from app.store.settings import Settings
+from app.ui.dialogs.chat_dialogs import choose_model_file
+from app.ui.dialogs.model_library import ModelLibrary
+from app.ui.dialogs.server_dialog import ServerDialog
+from app.ui.dialogs.settings_dialog import SettingsDialog
+from app.ui.window.main_window import MainWindow
+
+
+class AppDialogs(QObject):
+    """Opens the File menu's dialogs and applies what they choose.
+
+    Args:
+        window: the main window (its menus ask for the dialogs).
+        keeper: the preferences, where chosen settings, models and servers are remembered.
+        command_line: the settings with the command line's overrides applied over them.
+    """
+
+    def __init__(
+        self,
+        window: MainWindow,
+        keeper: PreferencesKeeper,
+        command_line: Callable[[Settings], Settings],
+    ) -> None:
+        super().__init__(window)
+        self._window = window
+        self._session = window.session
+        self._keeper = keeper
+        self._command_line = command_line
+        self._tasks: set[asyncio.Future[object]] = set()
+        window.menus.settings_requested.connect(self.open_settings)
+        window.menus.models_requested.connect(self.open_library)
+        window.menus.server_requested.connect(self.open_server_dialog)
+        self._session.model_changed.connect(self._remember_model)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @Slot()
+    def open_settings(self) -> None:
+        """The settings dialog; OK applies and remembers the settings."""
+        dialog = SettingsDialog(self._keeper.preferences.settings, self._window)
+        dialog.settings_chosen.connect(self._choose_settings)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def _choose_settings(self, settings: Settings) -> None:
+        self._keeper.preferences.settings = settings
+        self._keeper.save()
+        session = self._session
+        if session.use_settings(self._command_line(settings)) and session.model:
+            session.open_model(session.model.path)  # context and threads apply on load
+
+    # -- models ---------------------------------------------------------------------------------
+
+    @Slot()
+    def open_library(self) -> None:
+        """The model library, filled as each file's header is read off the UI thread."""
+        session = self._session
+        library = ModelLibrary(session.model.path if session.model else None, self._window)
+        library.open_requested.connect(session.open_model)
+        library.add_requested.connect(lambda: choose_model_file(self._window, session))
+        library.finished.connect(library.deleteLater)
+        library.open()
+        folders = [PROJECT_DIR / "models", data_dir() / "models"]
+        recent = [Path(p) for p in self._keeper.preferences.recent_models]
+        self._spawn(describe_models(library, folders, recent))
+
+    @Slot(object)
+    def _remember_model(self, info: ModelInfo) -> None:
+        if info.chat_format != "server":
+            self._keeper.remember_model(str(info.path.resolve()))
+
+    # -- servers --------------------------------------------------------------------------------
+
+    @Slot()
+    def open_server_dialog(self) -> None:
+        """Connect to a server: its address, key and model; the key goes to the keyring."""
+        remembered = self._keeper.preferences
+        dialog = ServerDialog(remembered.server_url, remembered.server_model, self._window)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.models_requested.connect(lambda endpoint: self._spawn(_list(dialog, endpoint)))
+        dialog.connect_requested.connect(self._connect)
+        dialog.open()
+        self._spawn(_fill_key(dialog))
+
+    def _connect(self, endpoint: RemoteEndpoint) -> None:
+        remembered = self._keeper.preferences
+        remembered.server_url, remembered.server_model = endpoint.base_url, endpoint.model
+        self._keeper.save()
+        self._spawn(self._keep_key(endpoint))
+        self._spawn(self._session.connect_remote(endpoint))
+
+    async def _keep_key(self, endpoint: RemoteEndpoint) -> None:
+        kept = await asyncio.to_thread(save_api_key, endpoint.base_url, endpoint.api_key)
+        if endpoint.api_key and not kept:
+            self._window.view.add_note(
+                say(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "There is no system keyring, so the API key is kept only until "
+                        "Floodgate closes.",
+                    )
+                )
+            )
+
+    def _spawn(self, coroutine: Coroutine[object, object, object]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)  # strong references: the loop keeps only weak ones
+        task.add_done_callback(self._tasks.discard)
+
+
+async def _list(dialog: ServerDialog, endpoint: RemoteEndpoint) -> None:
+    remote = RemoteModel(endpoint)
+    try:
+        offered = await remote.models()
+    except RemoteError as exc:
+        if isValid(dialog):
+            dialog.set_problem(say_sentence(exc.sentence))
+        return
+    finally:
+        await remote.close()
+    if isValid(dialog):
+        dialog.set_models(offered)
+
+
+async def _fill_key(dialog: ServerDialog) -> None:
+    key = await asyncio.to_thread(load_api_key, dialog.url.text())
+    if key and isValid(dialog) and not dialog.key.text():
+        dialog.key.setText(key)
+
+
+async def describe_models(library: ModelLibrary, folders: list[Path], recent: list[Path]) -> None:
+    """Fill the model library, reading each file's header on a worker thread."""
+    for path in await asyncio.to_thread(find_models, folders, recent):
+        try:
+            card = await asyncio.to_thread(read_model_card, path)
+        except ModelLoadError as exc:
+            if isValid(library):
+                library.add_problem(say_sentence(exc.sentence))
+            continue
+        if not isValid(library):
+            return  # closed before every file was read
+        library.add_card(card)

@@ -1,0 +1,413 @@
+"""The main window: chat view, composer, Send/Stop, status line, docks and menus."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
+from PySide6.QtGui import (
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+    QShortcut,
+)
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHBoxLayout,
+    QMainWindow,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.documents import Attachment
+from app.engine import ModelInfo
+from app.flow.session import ChatSession, ModelState
+from app.store.conversation import Message
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.transcript import APP_NAME, Transcript
+from app.ui.composer.attachments import ComposerAttachments
+from app.ui.composer.composer import Composer
+from app.ui.composer.prompt_edit import PromptEdit
+from app.ui.dialogs import chat_dialogs
+from app.ui.timeline.diagnostics import DiagnosticsPanel
+from app.ui.timeline.trace_recording import TraceRecording
+from app.ui.window.conversations_dock import ConversationsDock
+from app.ui.window.menus import WindowMenus
+from app.ui.window.saving_banner import SavingBanner
+from app.ui.window.status_line import StatusLine
+
+
+class MainWindow(QMainWindow):
+    """Renders a :class:`ChatSession` and forwards what the user asks of it.
+
+    The menus are :attr:`menus` (:class:`~app.ui.window.menus.WindowMenus`), the conversation is
+    drawn by :attr:`transcript` (:class:`~app.ui.chat.transcript.Transcript`); what remains here is
+    the layout, the composer's intent (send, stop, edit) and the status line.
+
+    Signals:
+        closed(): the user closed the window; the application shuts down the session.
+    """
+
+    closed = Signal()
+
+    def __init__(self, session: ChatSession) -> None:
+        super().__init__()
+        self.session = session
+        self.setWindowTitle(APP_NAME)
+        self.resize(1080, 720)  # room for the conversation list beside the chat
+        self._tasks: set[asyncio.Future[object]] = set()
+        self._build_central()
+        self._build_docks()
+        self.transcript = Transcript(
+            session, self.view, self.begin_edit, self.conversations.show_current
+        )
+        self.menus = WindowMenus(
+            self,
+            _menu_actions(self),
+            [(self.sidebar_dock, "Ctrl+B"), (self.diagnostics_dock, "F12")],
+        )
+        self.trace_recording = TraceRecording(self)
+        self.menus.view_menu.addAction(self.trace_recording.action)
+        self.statusBar().addPermanentWidget(self.trace_recording.indicator)
+        self.trace_recording.finished.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
+        self._connect_session()
+        self.retranslate()
+        self.conversations.refresh()
+        self.composer.setFocus()
+
+    def _build_central(self) -> None:
+        self.view = ChatView()
+        self.composer = Composer()
+        self.send_button = QPushButton()
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setDefault(True)
+        self.attachments = ComposerAttachments(self, self.session, self.spawn)
+        self.attach_button = self.attachments.attach_button
+        self.tray = self.attachments.tray
+        self.reader = self.attachments.reader
+        self.setAcceptDrops(True)
+        self.status_line = StatusLine(self.session, self)
+        self.state_label = self.status_line.state_label
+        self.figures_label = self.status_line.figures_label
+        self.edit = PromptEdit()
+        self.edit_banner = self.edit.banner
+        self.saving_banner = SavingBanner(
+            lambda: chat_dialogs.choose_export_file(self, self.session, "json", self.spawn)
+        )
+        self.setCentralWidget(_central_widget(self))
+        self.statusBar().addWidget(self.state_label, 1)
+
+    def _build_docks(self) -> None:
+        session = self.session
+        self.conversations = ConversationsDock(
+            self, session, self.spawn, self.open_conversation, self.new_chat
+        )
+        self.sidebar = self.conversations.sidebar
+        self.sidebar_dock = self.conversations.dock
+        self.undo_button = self.conversations.undo_button
+        self.statusBar().addPermanentWidget(self.figures_label)
+        self.diagnostics = DiagnosticsPanel(session.metrics)
+        self.diagnostics_dock = QDockWidget(self)
+        self.diagnostics_dock.setObjectName("diagnosticsDock")
+        self.diagnostics_dock.setWidget(self.diagnostics)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.diagnostics_dock)
+        self.diagnostics_dock.hide()
+        self.diagnostics_dock.visibilityChanged.connect(lambda _: self.diagnostics.refresh())
+
+    def _connect_session(self) -> None:
+        session = self.session
+        self.composer.submitted.connect(self.send)
+        self.composer.stop_requested.connect(self.stop)
+        self.send_button.clicked.connect(self._on_send_button)
+        self.composer.files_pasted.connect(self.attach)
+        self.attachments.wire()
+        session.state_changed.connect(self._on_state_changed)
+        session.model_changed.connect(self._on_model_changed)
+        session.notice.connect(self._on_notice)
+        session.reply_started.connect(self._on_reply_started)
+        session.reply_text.connect(self.view.append_to_reply)
+        session.prompt_progress.connect(self.status_line.show_progress)
+        session.prompt_progress.connect(self.view.show_progress)
+        session.reply_ended.connect(self._on_reply_ended)
+        session.figures_changed.connect(self._on_figures_changed)
+        session.saving_failed.connect(self.saving_banner.show_problem)
+        session.saving_recovered.connect(self._on_saving_recovered)
+
+    def spawn(self, coroutine: Coroutine[object, object, object]) -> None:
+        """Run ``coroutine`` on the loop, keeping it alive until it ends."""
+        # Strong references: the loop keeps only weak ones to its tasks.
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def rendering(self) -> bool:
+        """Whether a conversation is still being drawn in the view."""
+        return self.transcript.rendering
+
+    def retranslate(self) -> None:
+        """Set every text of the window in the current language."""
+        self.menus.retranslate()
+        self.conversations.retranslate()
+        self.trace_recording.retranslate()
+        self.saving_banner.retranslate()
+        self.edit.retranslate()
+        self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
+        self.attachments.retranslate()
+        self._show_send_state()
+        self.composer.retranslate()
+        self.diagnostics.retranslate()
+        self.status_line.retranslate()
+
+    def _show_send_state(self) -> None:
+        if not self.session.generating:
+            self.send_button.setText(self.tr("Send"))
+        elif self.send_button.isEnabled():
+            self.send_button.setText(self.tr("Stop"))
+        else:
+            self.send_button.setText(self.tr("Stopping…"))
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Retranslate when the language changes."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.LanguageChange:
+            self.retranslate()
+
+    # -- intent ---------------------------------------------------------------------------------
+
+    @Slot()
+    def send(self) -> None:
+        """Send what the composer holds, with the files attached; a blank prompt is not sent."""
+        if self.session.generating:
+            return
+        text = self.composer.toPlainText()
+        tray = self.tray
+        problem = self.attachments.why_not_sendable()
+        if problem is not None:
+            self.statusBar().showMessage(*problem)
+            return
+        attachments = tray.attachments()
+        editing = self.edit.message
+        kept = [] if editing is None else _attachments_of(editing)
+        if not text.strip() and not attachments and not kept:
+            self.statusBar().showMessage(self.tr("Type a message first."), 3000)
+            return
+        self.edit.end()
+        sent = (
+            self.session.edit_and_resend(editing, text, [*kept, *attachments])
+            if editing is not None
+            else self.session.send(text, attachments)
+        )
+        if sent:
+            self.composer.clear()
+            tray.clear()
+
+    # -- attachments ----------------------------------------------------------------------------
+
+    @Slot()
+    def choose_attachments(self) -> None:
+        """Chat > Attach files…: a file dialog for several files, which does not block."""
+        self.attachments.choose_attachments()
+
+    @Slot(list)
+    def attach(self, paths: list[Path]) -> None:
+        """Read ``paths`` (off the UI thread) for the next prompt; a chip shows each."""
+        self.attachments.attach(paths)
+
+    @Slot()
+    def refresh_room(self) -> None:
+        """Tell the tray the room left in the context (counted off the UI thread)."""
+        self.attachments.refresh_room()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        """Files dragged over the window can be dropped to attach them."""
+        if self.attachments.carries_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        """Keep accepting files wherever they are over the window."""
+        if self.attachments.carries_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        """Files dropped on the window are attached to the next prompt."""
+        if self.attachments.drop(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dropEvent(event)
+
+    @Slot()
+    def stop(self) -> None:
+        """Stop the reply in progress (pressing it twice is harmless); Esc also ends editing."""
+        if self.edit.message is not None:
+            self.edit.end()
+            self.composer.clear()
+            return
+        if self.session.stop():
+            self.send_button.setEnabled(False)
+            self._show_send_state()
+
+    @Slot()
+    def _on_send_button(self) -> None:
+        if self.session.generating:
+            self.stop()
+        else:
+            self.send()
+
+    def begin_edit(self, message: Message) -> None:
+        """Put a sent message back into the composer; sending it starts a new branch.
+
+        The message's attachments stay with it; files attached now are added to them.
+        """
+        if self.session.generating:
+            return
+        self.edit.begin(message)
+        self.composer.setPlainText(message.content)
+        self.composer.setFocus()
+
+    def clear_prompt_cache(self) -> None:
+        """Forget every processed prompt; the next reply in each conversation reads it again."""
+        self.session.clear_prompt_cache()
+        self.statusBar().showMessage(
+            self.tr("The prompt cache is cleared: conversations will be read again."), 4000
+        )
+
+    def open_model(self, path: Path) -> None:
+        """Load another model; the conversation carries on with it."""
+        self.session.open_model(path)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Hand shutdown to the application: it stops the reply and frees the model."""
+        self.transcript.renderer.cancel()
+        self.attachments.close()
+        if self.trace_recording.recording:
+            self.trace_recording.stop_now()
+        event.accept()
+        self.closed.emit()
+
+    # -- conversations --------------------------------------------------------------------------
+
+    @Slot()
+    def new_chat(self) -> None:
+        """Start a new conversation (a reply in progress is stopped and saved)."""
+        self.spawn(self.session.new_conversation())
+        self.composer.setFocus()
+
+    @Slot(str)
+    def open_conversation(self, conversation_id: str) -> None:
+        """Show a saved conversation; typing goes on in the composer."""
+        self.spawn(self.session.open_conversation(conversation_id))
+        self.composer.setFocus()
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation, with an Undo button for a while."""
+        self.conversations.delete_conversation(conversation_id)
+
+    # -- what the session says ------------------------------------------------------------------
+
+    @Slot(str, str)
+    def _on_state_changed(self, state: str, detail: str) -> None:
+        self.status_line.show_state(detail)
+        if state == ModelState.ERROR.value:
+            self.view.add_note(detail, error=True)
+
+    @Slot(object)
+    def _on_model_changed(self, info: ModelInfo) -> None:
+        self.setWindowTitle(f"{APP_NAME} — {info.name}")
+        self.refresh_room()
+
+    @Slot(str)
+    def _on_notice(self, text: str) -> None:
+        if self.session.generating:
+            self.statusBar().showMessage(text, 6000)
+        else:
+            self.view.add_note(text)
+
+    @Slot(str)
+    def _on_saving_recovered(self, text: str) -> None:
+        self.saving_banner.hide()
+        self.statusBar().showMessage(text, 8000)
+
+    @Slot()
+    def _on_reply_started(self) -> None:
+        self.transcript.reply_started()
+        self.send_button.setEnabled(True)
+        self._show_send_state()
+
+    @Slot(str, str)
+    def _on_reply_ended(self, status: str, note: str) -> None:
+        self.transcript.reply_ended(status, note)
+        self.send_button.setEnabled(True)
+        self._show_send_state()
+        prompt = self.session.conversation.messages[-2]
+        if prompt.status == "error" and not self.composer.toPlainText():
+            # The prompt got no answer at all: give it back so it can be sent again.
+            self.composer.setPlainText(prompt.content)
+            self.attachments.give_back(_attachments_of(prompt))
+        self.composer.setFocus()
+        self.refresh_room()
+
+    @Slot()
+    def _on_figures_changed(self) -> None:
+        self.status_line.show_figures()
+        self.diagnostics.refresh()
+
+
+def _attachments_of(message: Message) -> list[Attachment]:
+    """A sent prompt's attachments as the engine's data (any not well formed left out)."""
+    attachments = []
+    for data in message.attachments:
+        try:
+            attachments.append(Attachment.from_dict(data))
+        except ValueError:
+            continue
+    return attachments
+
+
+def _menu_actions(window: MainWindow) -> dict[str, Callable[[], object]]:
+    """What each menu action of the window does, by the name :class:`WindowMenus` knows it."""
+    session = window.session
+    return {
+        "open": lambda: chat_dialogs.choose_model_file(window, session),
+        "clear_cache": window.clear_prompt_cache,
+        "quit": window.close,
+        "new": window.new_chat,
+        "attach": window.choose_attachments,
+        "regenerate": session.regenerate,
+        "system_prompt": lambda: chat_dialogs.edit_system_prompt(window, session),
+        "conversation_settings": lambda: chat_dialogs.edit_conversation_settings(window, session),
+        "export_markdown": lambda: chat_dialogs.choose_export_file(
+            window, session, "markdown", window.spawn
+        ),
+        "export_json": lambda: chat_dialogs.choose_export_file(
+            window, session, "json", window.spawn
+        ),
+        "import": lambda: chat_dialogs.choose_import_file(window, session, window.spawn),
+    }
+
+
+def _central_widget(window: MainWindow) -> QWidget:
+    """The chat above the banners, the composer's row and the tray of attached files."""
+    row = QHBoxLayout()
+    row.addWidget(window.composer, 1)
+    row.addWidget(window.attach_button)
+    row.addWidget(window.send_button)
+    column = QVBoxLayout()
+    column.addWidget(window.view, 1)
+    column.addWidget(window.saving_banner)
+    column.addWidget(window.edit_banner)
+    column.addLayout(row)
+    column.addWidget(window.tray)
+    central = QWidget()
+    central.setLayout(column)
+    return central
