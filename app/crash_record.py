@@ -79,10 +79,12 @@ class LastEnd:
     def sentence(self) -> Sentence:
         """What to tell the user at the next launch."""
         fields = {
-            "fault": self.fault or "no error was recorded: the process was killed",
-            "activity": ACTIVITIES.get(self.activity, self.activity),
-            "model": self.model or "no model",
-            "build": self.system_info or "not known (no model had been loaded)",
+            "fault": self.fault
+            or Sentence(QT_TRANSLATE_NOOP("Floodgate", "no error was recorded: it was killed")),
+            "activity": Sentence(ACTIVITIES.get(self.activity, self.activity)),
+            "model": self.model or Sentence(QT_TRANSLATE_NOOP("Floodgate", "no model open")),
+            "build": self.system_info
+            or Sentence(QT_TRANSLATE_NOOP("Floodgate", "not known (no model had been loaded)")),
             "file": self.kept_at,
         }
         return Sentence(

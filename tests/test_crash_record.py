@@ -88,7 +88,7 @@ def test_a_process_killed_without_a_fault_is_told_too(tmp_path: Path) -> None:
     last = last_end(tmp_path)
     assert last is not None
     assert last.fault == ""
-    assert "no error was recorded" in str(last.sentence())
+    assert "no error was recorded: it was killed" in str(last.sentence())
     assert "while writing a reply" in str(last.sentence())
 
 

@@ -8,10 +8,17 @@ from app.sentence import CONTEXT, Sentence
 
 
 def say_sentence(sentence: Sentence) -> str:
-    """A sentence, translated by the installed Qt translator (English if there is none)."""
+    """A sentence, translated by the installed Qt translator (English if there is none).
+
+    A field that is itself a :class:`Sentence` (a word chosen below the flow) is translated too.
+    """
     translated = QCoreApplication.translate(CONTEXT, sentence.template)
+    fields = {
+        key: say_sentence(value) if isinstance(value, Sentence) else value
+        for key, value in sentence.fields.items()
+    }
     try:
-        return translated.format(**sentence.fields)
+        return translated.format(**fields)
     except (KeyError, IndexError, ValueError):
         # A translation with a broken {field} must not lose the message: fall back to English.
         return str(sentence)

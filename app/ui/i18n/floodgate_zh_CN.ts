@@ -297,7 +297,7 @@
         <translation>模型出错：{reason}</translation>
     </message>
     <message>
-        <source>The conversation is too long for this model's context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
+        <source>The conversation is too long for this model&apos;s context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
         <translation>对话太长，超出了该模型 {n_ctx} 个词元的上下文（{reason}）。请开始新的对话，或缩短提示。</translation>
     </message>
     <message>
@@ -393,7 +393,7 @@
         <translation>无法导入 {name}：{reason}</translation>
     </message>
     <message>
-        <source>{name} has no chat template; Floodgate uses the generic '{format}' format, so its replies may be poor.</source>
+        <source>{name} has no chat template; Floodgate uses the generic &apos;{format}&apos; format, so its replies may be poor.</source>
         <translation>{name} 没有对话模板；Floodgate 使用通用的“{format}”格式，回复质量可能较差。</translation>
     </message>
     <message>
@@ -421,7 +421,7 @@
         <translation>无法打开模型 {name}：{reason}</translation>
     </message>
     <message>
-        <source>Your message is about {tokens} tokens long, more than the {budget} tokens this model's context of {n_ctx} leaves for it. Shorten it, or open the model with a larger context (--ctx).</source>
+        <source>Your message is about {tokens} tokens long, more than the {budget} tokens this model&apos;s context of {n_ctx} leaves for it. Shorten it, or open the model with a larger context (--ctx).</source>
         <translation>你的消息约有 {tokens} 个词元，超过了该模型 {n_ctx} 个词元的上下文所能容纳的 {budget} 个。请缩短消息，或以更大的上下文（--ctx）打开模型。</translation>
     </message>
     <message>
@@ -553,39 +553,39 @@
         <translation>没有系统密钥环，因此 API 密钥只保留到 Floodgate 关闭为止。</translation>
     </message>
     <message>
-        <source>The model's chat template cannot be used: {reason}</source>
+        <source>The model&apos;s chat template cannot be used: {reason}</source>
         <translation>模型的聊天模板无法使用：{reason}</translation>
     </message>
     <message>
-        <source>The model's chat template refused this conversation: {message}</source>
+        <source>The model&apos;s chat template refused this conversation: {message}</source>
         <translation>模型的聊天模板拒绝了此对话：{message}</translation>
     </message>
     <message>
-        <source>The model's chat template failed: {reason}</source>
+        <source>The model&apos;s chat template failed: {reason}</source>
         <translation>模型的聊天模板出错：{reason}</translation>
     </message>
     <message>
-        <source>The model's chat template rendered an empty prompt, so there is nothing for the model to answer.</source>
+        <source>The model&apos;s chat template rendered an empty prompt, so there is nothing for the model to answer.</source>
         <translation>模型的聊天模板生成了空提示，模型没有可回答的内容。</translation>
     </message>
     <message>
-        <source>The model's chat template did not finish before Stop; nothing was sent to the model.</source>
+        <source>The model&apos;s chat template did not finish before Stop; nothing was sent to the model.</source>
         <translation>在按下停止之前，模型的聊天模板没有完成；没有内容发送给模型。</translation>
     </message>
     <message>
-        <source>The model's chat template did not finish within {seconds} seconds, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <source>The model&apos;s chat template did not finish within {seconds} seconds, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
         <translation>模型的聊天模板在 {seconds} 秒内没有完成，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
     </message>
     <message>
-        <source>The model's chat template did not finish: it used more than {megabytes} MB of memory, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <source>The model&apos;s chat template did not finish: it used more than {megabytes} MB of memory, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
         <translation>模型的聊天模板没有完成：它使用了超过 {megabytes} MB 内存，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
     </message>
     <message>
-        <source>The model's chat template did not finish: its prompt grew past {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <source>The model&apos;s chat template did not finish: its prompt grew past {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
         <translation>模型的聊天模板没有完成：生成的提示超过了 {limit} 个字符，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
     </message>
     <message>
-        <source>The model's chat template did not finish: it tried to build a value larger than {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
+        <source>The model&apos;s chat template did not finish: it tried to build a value larger than {limit} characters, so nothing was sent to the model. The template in this model file is broken or hostile.</source>
         <translation>模型的聊天模板没有完成：它试图构造超过 {limit} 个字符的值，因此没有内容发送给模型。此模型文件中的模板已损坏或带有恶意。</translation>
     </message>
     <message>
@@ -789,11 +789,11 @@
         <translation>{path} 中的聊天记录已损坏；它原样保存为 {aside}。Floodgate 打开了 {time} 的备份：当时的 {count} 个对话。{time} 之后写入的内容已丢失。</translation>
     </message>
     <message>
-        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. Floodgate opened its backup from {time} and wrote this session's conversations to it again.</source>
+        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. Floodgate opened its backup from {time} and wrote this session&apos;s conversations to it again.</source>
         <translation>{path} 中的聊天记录在 Floodgate 运行时损坏；它保存为 {aside}。Floodgate 打开了 {time} 的备份，并重新写入了本次会话的对话。</translation>
     </message>
     <message>
-        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. There is no backup, so Floodgate started a new history with this session's conversations.</source>
+        <source>The chat history in {path} was damaged while Floodgate was running; it was kept as {aside}. There is no backup, so Floodgate started a new history with this session&apos;s conversations.</source>
         <translation>{path} 中的聊天记录在 Floodgate 运行时损坏；它保存为 {aside}。没有备份，因此 Floodgate 用本次会话的对话新建了一份记录。</translation>
     </message>
     <message>
@@ -811,6 +811,42 @@
     <message>
         <source>Floodgate is already running with the data folder {folder} (process {pid}), but it did not answer: {reason}. Close it, or start this one with another data folder (FLOODGATE_HOME).</source>
         <translation>Floodgate 已在使用数据文件夹 {folder} 运行（进程 {pid}），但它没有响应：{reason}。请关闭它，或用另一个数据文件夹（FLOODGATE_HOME）启动此实例。</translation>
+    </message>
+    <message>
+        <source>starting</source>
+        <translation>启动</translation>
+    </message>
+    <message>
+        <source>loading a model</source>
+        <translation>加载模型</translation>
+    </message>
+    <message>
+        <source>processing a prompt</source>
+        <translation>处理提示词</translation>
+    </message>
+    <message>
+        <source>writing a reply</source>
+        <translation>生成回复</translation>
+    </message>
+    <message>
+        <source>waiting for a prompt</source>
+        <translation>等待提示词</translation>
+    </message>
+    <message>
+        <source>no error was recorded: it was killed</source>
+        <translation>未记录错误：进程被终止</translation>
+    </message>
+    <message>
+        <source>no model open</source>
+        <translation>未打开模型</translation>
+    </message>
+    <message>
+        <source>not known (no model had been loaded)</source>
+        <translation>未知（尚未加载模型）</translation>
+    </message>
+    <message>
+        <source>The last session ended unexpectedly ({fault}) while {activity}, with {model}. What was typed and received is kept; a reply cut off is marked as interrupted. llama.cpp was built with: {build}. The details are in {file}. If it happens again, `floodgate --self-test` checks the build.</source>
+        <translation>上次会话在{activity}时意外结束（{fault}），模型：{model}。已输入和已收到的内容都已保留；被中断的回复已标记为中断。llama.cpp 的构建：{build}。详情见 {file}。如果再次发生，可运行 `floodgate --self-test` 检查构建。</translation>
     </message>
 </context>
 <context>
@@ -1009,7 +1045,7 @@
         <translation>模型</translation>
     </message>
     <message>
-        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to the system keyring when there is one, never to Floodgate's files or logs.</source>
+        <source>llama-server, vLLM, Ollama and LM Studio all serve this API. The key goes to the system keyring when there is one, never to Floodgate&apos;s files or logs.</source>
         <translation>llama-server、vLLM、Ollama 和 LM Studio 都提供这种 API。如有系统密钥环，密钥会存入其中，绝不会写入 Floodgate 的文件或日志。</translation>
     </message>
     <message>
@@ -1017,7 +1053,7 @@
         <translation>连接</translation>
     </message>
     <message>
-        <source>Enter the server's address.</source>
+        <source>Enter the server&apos;s address.</source>
         <translation>请输入服务器地址。</translation>
     </message>
 </context>
