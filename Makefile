@@ -11,7 +11,8 @@ QM := $(TS:.ts=.qm)
 # named one by one: never -march=native, never AMX (its kernels segfault on some Xeons). The wheel
 # is kept in Floodgate's own cache folder under a digest of its flags and version, so a change of
 # flags rebuilds and only the first setup with given flags pays (app/install/llama_wheel.py).
-# LLAMA_CPU=auto (this CPU's sets) or baseline (runs on any CPU); empty: what was chosen before.
+# LLAMA_CPU=portable (the AVX2 generation; the default), cpu (all of this CPU's sets) or baseline
+# (runs on any CPU); empty: what was chosen before.
 LLAMA_CPU ?=
 LLAMA := $(VENV)/floodgate-llama.json
 # Setup ends with the self-test: the model loaded and a prompt processed in a child process.

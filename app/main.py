@@ -81,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", type=Path, default=None, help="GGUF file to open")
     # Without these, the values saved in the settings dialog are used (see File > Settings).
     parser.add_argument(
-        "--threads", type=_positive_int, default=None, help="CPU threads (default: half the cores)"
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="CPU threads that decode (default: the fastest count, measured once per model)",
     )
     parser.add_argument("--ctx", type=_positive_int, default=None, help="context size in tokens")
     parser.add_argument(
@@ -121,7 +124,7 @@ def _version() -> str:
 
 def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
     """The saved settings, with what the command line says instead where it says something."""
-    given = {"n_threads": args.threads, "n_ctx": args.ctx, "queue_bound": args.queue_bound}
+    given = {"decode_threads": args.threads, "n_ctx": args.ctx, "queue_bound": args.queue_bound}
     return replace(settings, **{k: v for k, v in given.items() if v is not None})
 
 
@@ -148,6 +151,7 @@ async def run_window(
     from app.flow.preferences import PreferencesKeeper
     from app.flow.session import ChatSession
     from app.flow.words import say_sentence
+    from app.store.thread_choices import ThreadChoices
     from app.ui.look.appearance import Appearance
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
@@ -164,6 +168,8 @@ async def run_window(
         options=EngineOptions(cache_dir=data_dir() / PROMPT_CACHE_DIR),
         frame_interval=1 / (refresh if refresh > 0 else 60.0),
         archive=archive,
+        # Decode threads are measured once per model and machine, and kept here.
+        thread_choices=ThreadChoices(data_dir()),
     )
     settings = keeper.preferences.settings
     session.use_settings(with_command_line(settings, args))

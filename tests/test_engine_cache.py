@@ -98,7 +98,12 @@ def fresh_reply(fresh: LlamaBackend, messages: list[ChatMessage]) -> str:
 
 @pytest.fixture
 def backend(model_path: Path, tmp_path: Path) -> Iterator[LlamaBackend]:
-    opened = open_llama(model_path, EngineOptions(n_threads=1, cache_dir=tmp_path / "prompt-cache"))
+    """The exact mode (a reply processed again with the next prompt): this file's tests compare
+    with a fresh context; the default mode is checked against the kept state below."""
+    opened = open_llama(
+        model_path,
+        EngineOptions(n_threads=1, cache_dir=tmp_path / "prompt-cache", reuse_reply_tokens=False),
+    )
     yield opened
     opened.close()
 
@@ -155,9 +160,9 @@ def test_switching_back_restores_from_memory(backend: LlamaBackend, fresh: Llama
     assert stats.hits >= 1
 
 
-def open_with_disk_cache(model_path: Path, folder: Path) -> LlamaBackend:
+def open_with_disk_cache(model_path: Path, folder: Path, *, exact: bool = True) -> LlamaBackend:
     """An engine whose cache writes every kept prompt to disk, however cheap it was."""
-    options = EngineOptions(n_threads=1, cache_dir=folder)
+    options = EngineOptions(n_threads=1, cache_dir=folder, reuse_reply_tokens=not exact)
     llm = llama_cpp.Llama(
         model_path=str(model_path),
         n_ctx=options.n_ctx,
@@ -317,12 +322,69 @@ def test_regenerating_the_same_prompt_gives_the_same_reply(
     assert again == first == fresh_reply(fresh, conversation_a())
 
 
+def test_with_replies_kept_a_restored_state_gives_what_the_kept_one_gives(
+    model_path: Path, tmp_path: Path
+) -> None:
+    # The default mode keeps a reply's tokens as they were computed (one at a time): a state
+    # restored from memory or disk must give exactly what that kept state gives in place.
+    second: list[ChatMessage] = []
+    answers: dict[str, str] = {}
+    for where in ("kept", "memory", "disk"):
+        engine = open_with_disk_cache(model_path, tmp_path / where, exact=False)
+        try:
+            if where == "disk":
+                engine.close()  # written to disk by the "memory" engine's cache
+                engine = open_with_disk_cache(model_path, tmp_path / "memory", exact=False)
+            else:
+                first, _ = reply(engine, conversation_a(), "a")
+                second = follow_up(conversation_a(), first, "And which keeps fewest?")
+                if where == "memory":
+                    reply(engine, conversation_b(), "b")
+            answers[where], report = reply(engine, second, "a")
+            assert report.prefix_source == where
+            assert report.prompt_tokens - report.cached_tokens < 20  # the reply was kept
+        finally:
+            engine.close()
+    assert answers["memory"] == answers["kept"]
+    assert answers["disk"] == answers["kept"]
+
+
+@pytest.fixture
+def exact(model_path: Path) -> Iterator[LlamaBackend]:
+    """The exact mode: a reply's tokens are processed again with the next prompt."""
+    opened = open_llama(
+        model_path, EngineOptions(n_threads=1, cache_ram_mb=0, reuse_reply_tokens=False)
+    )
+    yield opened
+    opened.close()
+
+
+def test_a_follow_up_does_not_process_the_last_reply_again(
+    model_path: Path, exact: LlamaBackend
+) -> None:
+    history: list[ChatMessage] = [SYSTEM, {"role": "user", "content": "Tell me about boats."}]
+    settings = GenerationSettings(temperature=0.0, max_tokens=60)
+    backend = open_llama(model_path, EngineOptions(n_threads=1, cache_ram_mb=0))  # the default
+    for engine in (backend, exact):
+        text, _ = reply(engine, history, "boats", settings=settings)
+        replied = engine.count_tokens(text)
+        _, report = reply(engine, follow_up(history, text, "Why?"), "boats", settings=settings)
+        processed = report.prompt_tokens - report.cached_tokens
+        assert report.prefix_source == "kept"
+        if engine is backend:  # the default: only the question and the template's markers
+            assert processed < 15 < replied
+        else:
+            assert processed > replied
+    backend.close()
+
+
 def test_each_follow_up_of_a_chat_equals_fresh_processing(
-    backend: LlamaBackend, fresh: LlamaBackend
+    exact: LlamaBackend, fresh: LlamaBackend
 ) -> None:
     # Kept in the KV cache, the reply's tokens (computed one at a time while replying) made
-    # two of these three follow-ups differ from a fresh context: the engine processes a
-    # reply again as part of the next prompt (EngineOptions.reuse_reply_tokens is off).
+    # two of these three follow-ups differ from a fresh context: in the exact mode the engine
+    # processes a reply again as part of the next prompt (EngineOptions.reuse_reply_tokens).
+    backend = exact
     history: list[ChatMessage] = [SYSTEM, {"role": "user", "content": "Tell me about boats."}]
     settings = GenerationSettings(temperature=0.0, max_tokens=40)
     for question in ["Why?", "And rivers?", "Shorter please."]:

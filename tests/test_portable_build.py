@@ -54,12 +54,12 @@ def test_the_installed_llama_cpp_was_built_by_floodgate_without_amx() -> None:
     record = json.loads((Path(sys.prefix) / llama_wheel.RECORD_NAME).read_text())
     # The wheel installed is the one planned for this machine and the recorded profile.
     assert record["digest"] == plan(record["profile"]).digest
-    if record["profile"] == "auto" and "avx2" in llama_wheel.cpu_features():
+    if record["profile"] != "baseline" and "avx2" in llama_wheel.cpu_features():
         assert "AVX2 = 1" in info
 
 
 def test_amx_is_never_built_even_on_a_cpu_that_has_it() -> None:
-    args = cmake_args("auto", "x86_64", SAPPHIRE_RAPIDS)
+    args = cmake_args("cpu", "x86_64", SAPPHIRE_RAPIDS)
     assert "-DGGML_NATIVE=OFF" in args
     assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(args)
     assert not any("AMX" in flag for flag in _on(args))
@@ -67,35 +67,49 @@ def test_amx_is_never_built_even_on_a_cpu_that_has_it() -> None:
 
 
 def test_every_instruction_set_is_named_on_or_off() -> None:
-    for features in (SAPPHIRE_RAPIDS, HASWELL, frozenset()):
-        args = cmake_args("auto", "x86_64", features)
-        named = {a.removeprefix("-D").split("=")[0] for a in args}
-        assert {option for option, _ in llama_wheel._X86_SETS} <= named
-    haswell = _on(cmake_args("auto", "x86_64", HASWELL))
+    for profile in llama_wheel.PROFILES:
+        for features in (SAPPHIRE_RAPIDS, HASWELL, frozenset()):
+            args = cmake_args(profile, "x86_64", features)
+            named = {a.removeprefix("-D").split("=")[0] for a in args}
+            assert {option for option, _ in llama_wheel._X86_SETS} <= named
+    haswell = _on(cmake_args("cpu", "x86_64", HASWELL))
     assert {"GGML_AVX2", "GGML_FMA", "GGML_F16C"} <= haswell
     assert not any(flag.startswith("GGML_AVX512") for flag in haswell)
 
 
+def test_the_default_build_is_the_avx2_generation_and_runs_on_any_avx2_cpu() -> None:
+    avx2 = {"GGML_SSE42", "GGML_AVX", "GGML_F16C", "GGML_FMA", "GGML_BMI2", "GGML_AVX2"}
+    assert llama_wheel.DEFAULT_PROFILE == "portable"
+    # The same flags whether it is built on a Xeon with AVX-512 and AMX or on a Haswell.
+    assert _on(cmake_args("portable", "x86_64", SAPPHIRE_RAPIDS)) == avx2
+    assert _on(cmake_args("portable", "x86_64", HASWELL)) == avx2
+    # A CPU without AVX2 gets the baseline, which every x86-64 CPU runs.
+    assert _on(cmake_args("portable", "x86_64", frozenset({"sse4_2", "avx"}))) == {"GGML_SSE42"}
+
+
 def test_the_baseline_runs_on_any_x86_64_and_arm64_builds_for_its_baseline() -> None:
     assert _on(cmake_args("baseline", "x86_64", SAPPHIRE_RAPIDS)) == {"GGML_SSE42"}
-    arm = cmake_args("auto", "aarch64", frozenset({"asimd", "asimddp"}))
+    arm = cmake_args("portable", "aarch64", frozenset({"asimd", "asimddp"}))
     assert arm == ("-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF")
     with pytest.raises(ValueError, match="unknown CPU profile"):
         cmake_args("native", "x86_64", HASWELL)
 
 
 def test_a_change_of_flags_or_version_is_a_new_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
-    auto = plan("auto", "x86_64", SAPPHIRE_RAPIDS)
-    assert plan("auto", "x86_64", SAPPHIRE_RAPIDS) == auto  # stable
-    assert plan("auto", "x86_64", HASWELL).digest != auto.digest
-    assert plan("baseline", "x86_64", SAPPHIRE_RAPIDS).digest != auto.digest
+    cpu = plan("cpu", "x86_64", SAPPHIRE_RAPIDS)
+    assert plan("cpu", "x86_64", SAPPHIRE_RAPIDS) == cpu  # stable
+    assert plan("cpu", "x86_64", HASWELL).digest != cpu.digest
+    assert plan("portable", "x86_64", SAPPHIRE_RAPIDS).digest != cpu.digest
+    assert plan("baseline", "x86_64", SAPPHIRE_RAPIDS).digest != cpu.digest
+    # The same flags are the same wheel, whichever profile named them.
+    assert plan("portable", "x86_64", HASWELL).digest == plan("cpu", "x86_64", HASWELL).digest
     monkeypatch.setattr(llama_wheel, "VERSION", "0.3.99")
-    assert plan("auto", "x86_64", SAPPHIRE_RAPIDS).digest != auto.digest
+    assert plan("cpu", "x86_64", SAPPHIRE_RAPIDS).digest != cpu.digest
 
 
 def test_a_wheel_built_for_other_flags_is_never_picked_up(tmp_path: Path) -> None:
-    haswell = plan("auto", "x86_64", HASWELL)
-    other = plan("auto", "x86_64", SAPPHIRE_RAPIDS)
+    haswell = plan("cpu", "x86_64", HASWELL)
+    other = plan("cpu", "x86_64", SAPPHIRE_RAPIDS)
     folder = tmp_path / other.folder_name
     folder.mkdir()
     (folder / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl").write_bytes(b"")
@@ -112,11 +126,11 @@ def test_the_pinned_version_is_the_one_built() -> None:
 
 
 def test_install_builds_nothing_when_the_wheel_is_cached_and_installed(tmp_path: Path) -> None:
-    build: Build = plan("auto")
+    build: Build = plan("portable")
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / llama_wheel.RECORD_NAME).write_text(
-        json.dumps({"profile": "auto", "digest": build.digest})
+        json.dumps({"profile": "portable", "digest": build.digest})
     )
     root = tmp_path / "wheels"
     (root / build.folder_name).mkdir(parents=True)

@@ -120,8 +120,8 @@ def test_applying_settings_to_the_session(loop: Loop) -> None:
 
 def test_the_command_line_wins_over_saved_settings() -> None:
     args = argparse.Namespace(threads=3, ctx=None, queue_bound=None)
-    assert with_command_line(Settings(n_threads=1, n_ctx=2048), args) == Settings(
-        n_threads=3, n_ctx=2048
+    assert with_command_line(Settings(decode_threads=1, n_ctx=2048), args) == Settings(
+        decode_threads=3, n_ctx=2048
     )
 
 

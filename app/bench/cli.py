@@ -15,8 +15,8 @@ from app.bench.chart import draw
 from app.bench.plan import Plan, Setup
 from app.bench.report import table, write_json
 from app.bench.run import run
-from app.defaults import default_threads
 from app.engine import EngineOptions
+from app.engine.threads import physical_cores
 from app.store.paths import default_model_path
 from app.trace import TRACE
 
@@ -32,7 +32,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--quick", action="store_true", help="a short run (checks the shape)")
     parser.add_argument(
-        "--threads", type=int, default=default_threads(), help="compute threads (default: half)"
+        "--threads",
+        type=int,
+        default=physical_cores(),
+        help="compute threads (default: every physical core)",
     )
     parser.add_argument(
         "--trace", type=Path, default=None, help="record the whole run as a flow trace here"
@@ -46,7 +49,7 @@ def main(argv: Sequence[str]) -> int:
     setup = Setup(
         model=args.model or default_model_path(),
         plan=Plan.make(args.quick),
-        options=EngineOptions(n_threads=args.threads),
+        options=EngineOptions(n_threads=args.threads, n_threads_batch=args.threads),
     )
     TRACE.name_thread("UI")  # as the app names its own (in traces of the bench's replies too)
     if args.trace is not None:

@@ -33,7 +33,7 @@ class LlamaLoops:
             model_path=str(model),
             n_ctx=options.n_ctx,
             n_threads=options.n_threads,
-            n_threads_batch=options.n_threads,
+            n_threads_batch=options.n_threads_batch or options.n_threads,
             n_batch=options.n_batch,
             verbose=False,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
@@ -29,7 +29,9 @@ class EngineOptions:
 
     Attributes:
         n_ctx: context window in tokens.
-        n_threads: CPU threads llama.cpp computes with.
+        n_threads: CPU threads that decode (0: every physical core; the app then measures
+            the fastest count, :mod:`app.engine.threads`).
+        n_threads_batch: CPU threads that process prompts (0: every physical core).
         n_batch: prompt tokens evaluated per llama_decode call during prefill, at most.
         cache_ram_mb: megabytes of processed prompts (KV cache states) kept in RAM, one per
             conversation, least recently used dropped first; 0 (and no ``cache_dir``): none.
@@ -40,20 +42,24 @@ class EngineOptions:
             are sized from the measured rate), so that progress is reported at least that
             often; 0 processes ``n_batch`` tokens per call, as llama-cpp-python does.
         reuse_reply_tokens: keep a reply's tokens in the KV cache for the next prompt, so a
-            follow-up does not process the reply again. Off by default: llama.cpp computes
-            a token on its own (as while replying) slightly differently from the same token
-            within a batch of the prompt, so the next reply could differ from the one a
-            fresh context gives; off, every reuse and restore is exact.
+            follow-up does not process the reply again (about 1 s per 200 reply tokens with
+            the default model on a CPU, tens of seconds with a 7B one), as llama.cpp's
+            server, Ollama and LM Studio do. llama.cpp computes a token on its own (as while
+            replying) slightly differently from the same token within a batch of the prompt,
+            so a follow-up's reply can differ from the one a fresh context gives; off (the
+            exact mode, for tests that compare with a fresh context), the reply's tokens are
+            processed again with the next prompt.
     """
 
     n_ctx: int = defaults.N_CTX
-    n_threads: int = field(default_factory=defaults.default_threads)
+    n_threads: int = defaults.DECODE_THREADS
+    n_threads_batch: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
     cache_ram_mb: int = defaults.CACHE_RAM_MB
     cache_disk_mb: int = defaults.CACHE_DISK_MB
     cache_dir: Path | None = None
     prefill_chunk_seconds: float = 0.4
-    reuse_reply_tokens: bool = False
+    reuse_reply_tokens: bool = True
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,10 @@ class Backend(Protocol):
 
     def forget(self, conversation: str) -> None:
         """Drop what is kept of ``conversation`` (its processed prompt), in RAM and on disk."""
+        ...
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Compute with ``n_threads`` while decoding and ``n_threads_batch`` for prompts."""
         ...
 
     def clear_cache(self) -> None:

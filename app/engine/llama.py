@@ -12,6 +12,7 @@ import ctypes
 import logging
 import platform
 import sys
+import threading
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from app.engine.model_file import check_model_file
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
 from app.engine.sequence import KvSequence, common_prefix
 from app.engine.stop import StopSignal
+from app.engine.threads import physical_cores
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 log = logging.getLogger(__name__)
@@ -191,6 +193,8 @@ class LlamaBackend:
         cache: PromptCache | None = None,
     ) -> None:
         options = options or EngineOptions()
+        self.calling_threads = {threading.get_ident()}
+        """The threads that have called llama.cpp through this model: one, the worker's."""
         self._llm = llm
         self._options = options
         self._cache = cache
@@ -241,6 +245,7 @@ class LlamaBackend:
         (prompt chunk or token); the check after each token ends the loop between tokens;
         and a Stop set before this started is applied to the flag at once.
         """
+        self._note_caller()
         flag = self._abort
         flag.lower()
         remove_listener = stop.add_listener(flag.raise_flag)
@@ -429,8 +434,29 @@ class LlamaBackend:
             conversation, tuple(sequence.tokens), read_sequence(self._ctx, 0), sequence.seconds
         )
 
+    def _note_caller(self) -> None:
+        # OpenMP keeps a team of threads per calling thread: llama.cpp called from a second
+        # thread decodes at a third of the speed (ARCHITECTURE.md, "Measured facts").
+        caller = threading.get_ident()
+        if caller not in self.calling_threads:
+            self.calling_threads.add(caller)
+            log.warning("llama.cpp called from a second thread (%s): decoding slows", caller)
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Compute with ``n_threads`` while decoding and ``n_threads_batch`` for prompts."""
+        self._note_caller()
+        llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads_batch)
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        """The threads that decode and that process prompts, as llama.cpp has them now."""
+        return int(llama_cpp.llama_n_threads(self._ctx)), int(
+            llama_cpp.llama_n_threads_batch(self._ctx)
+        )
+
     def forget(self, conversation: str) -> None:
         """Drop everything kept of ``conversation`` (it was deleted)."""
+        self._note_caller()
         if self._sequence.conversation == conversation:
             self._sequence.conversation = None
         if self._cache is not None:
@@ -438,6 +464,7 @@ class LlamaBackend:
 
     def clear_cache(self) -> None:
         """Drop every kept prompt, in RAM and on disk (the "Clear cache" action)."""
+        self._note_caller()
         if self._cache is not None:
             self._cache.clear()
 
@@ -447,6 +474,7 @@ class LlamaBackend:
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text`` as this model reads it (no BOS)."""
+        self._note_caller()
         tokens: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=False)
         return tokens
 
@@ -456,6 +484,7 @@ class LlamaBackend:
 
     def close(self) -> None:
         """Free the sampler, the cache, the abort callback, then the context and the weights."""
+        self._note_caller()
         if self._closed:
             return
         self._closed = True
@@ -482,12 +511,13 @@ class _ContextOverflowError(Exception):
 def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
     """Open a GGUF file; raise :class:`ModelLoadError` with a sentence for the user."""
     check_model_file(path)
+    cores = physical_cores()
     try:
         llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=options.n_ctx,
-            n_threads=options.n_threads,
-            n_threads_batch=options.n_threads,
+            n_threads=options.n_threads or cores,
+            n_threads_batch=options.n_threads_batch or cores,
             n_batch=options.n_batch,
             verbose=False,
         )

@@ -58,6 +58,8 @@ class ScriptedBackend:
         self.closed = False
         self.forgotten: list[str] = []
         """Conversations the flow asked to forget, in order (for tests)."""
+        self.threads = (1, 1)
+        """The thread counts last set (decode, prompt)."""
         self._info = ModelInfo(
             path=path, name=path.stem, n_ctx=n_ctx, has_chat_template=True, chat_format="scripted"
         )
@@ -133,6 +135,10 @@ class ScriptedBackend:
     def forget(self, conversation: str) -> None:
         """Note that ``conversation`` was forgotten (the pretend model keeps nothing)."""
         self.forgotten.append(conversation)
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Note the thread counts (the pretend model computes nothing)."""
+        self.threads = (n_threads, n_threads_batch)
 
     def clear_cache(self) -> None:
         """Nothing to clear: the pretend model keeps no processed prompts."""

@@ -223,6 +223,8 @@ class FlowMetrics:
     python_ms_per_token: float = 0.0
     """The worker's own Python time per generated token (0 when the engine does not say)."""
     cache: CacheFigures = field(default_factory=CacheFigures)
+    threads: str = ""
+    """The local model's thread counts and how they were chosen, in words ("" before a model)."""
     report: GenerationReport | None = None
     """The current (or last) reply's report, which :meth:`observe` reads."""
     stop_signal: StopSignal | None = None

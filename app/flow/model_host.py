@@ -14,8 +14,9 @@ from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.flow.worker import InferenceWorker, ReplyProducer
+from app.flow.worker import InferenceWorker, ReplyProducer, ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.store.thread_choices import ThreadChoices
 
 
 class ModelState(StrEnum):
@@ -38,25 +39,36 @@ class ModelHost(QObject):
         state_changed(str, str): a :class:`ModelState` value and a sentence for the user.
         model_changed(ModelInfo): a model finished loading (or a server was connected).
         notice(str): something the user should know that is not an error.
+        threads_changed(ThreadReport): the local model's thread counts (after each load and
+            each measurement of its decode threads).
     """
 
     state_changed = Signal(str, str)
     model_changed = Signal(object)
     notice = Signal(str)
+    threads_changed = Signal(object)
 
     def __init__(
-        self, opener: BackendOpener, options: EngineOptions, parent: QObject | None = None
+        self,
+        opener: BackendOpener,
+        options: EngineOptions,
+        parent: QObject | None = None,
+        thread_choices: ThreadChoices | None = None,
     ) -> None:
         super().__init__(parent)
         self.options = options
         self.model: ModelInfo | None = None
+        self.threads: ThreadReport | None = None
+        """The local model's thread counts (None: no local model yet)."""
         self.state = ModelState.NONE
         self.replying = False
         """A reply is on its way (set by the reply runner): a finished load then says so."""
         self._sentence = self._ready_text()
         self._remote: RemoteModel | None = None
         self._closing: set[asyncio.Future[None]] = set()
-        self._worker = InferenceWorker(opener)
+        self._worker = InferenceWorker(opener, thread_choices)
+        self._worker.threads_measuring.connect(self._on_threads_measuring)
+        self._worker.threads_chosen.connect(self._on_threads_chosen)
         self._worker.model_loaded.connect(self._on_model_loaded)
         self._worker.model_failed.connect(self._on_model_failed)
         self._worker.reply_computing.connect(self._on_reply_computing)
@@ -80,6 +92,14 @@ class ModelHost(QObject):
             Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
         )
         self._worker.load(path, self.options)
+
+    def measure_threads(self) -> None:
+        """Measure the local model's decode threads again (a few seconds, on its thread)."""
+        self._worker.measure_threads()
+
+    def stop_measuring(self) -> None:
+        """End a decode-thread measurement at once (Stop, or a prompt sent meanwhile)."""
+        self._worker.stop_measuring()
 
     def with_backend(self, action: Callable[[Backend], None]) -> None:
         """Run ``action`` on the local model, on the worker's thread, after what is queued."""
@@ -162,6 +182,8 @@ class ModelHost(QObject):
     def reply_began(self) -> None:
         """A reply was sent: say it is being answered, unless the model is still loading."""
         self.replying = True
+        # The prompt must not wait for a measurement: every physical core decodes it instead.
+        self.stop_measuring()
         if self.state is ModelState.LOADING:
             self.notice.emit(
                 say(
@@ -216,6 +238,34 @@ class ModelHost(QObject):
         if self.replying:
             self.set_state(ModelState.GENERATING, self.answering_text())
         else:
+            self.set_state(ModelState.READY, self._ready_text())
+
+    @Slot(int, object)
+    def _on_threads_measuring(self, n_threads: int, rate: float | None) -> None:
+        if self.state is not ModelState.READY or self.replying:
+            return
+        if rate is None:
+            sentence = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate", "Measuring decode speed on this machine: {n} threads…"
+                ),
+                {"n": n_threads},
+            )
+        else:
+            sentence = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "Measuring decode speed on this machine: {n} threads, {rate} tokens/s…",
+                ),
+                {"n": n_threads, "rate": f"{rate:.0f}"},
+            )
+        self.set_state(ModelState.READY, sentence)
+
+    @Slot(object)
+    def _on_threads_chosen(self, report: ThreadReport) -> None:
+        self.threads = report
+        self.threads_changed.emit(report)
+        if self.state is ModelState.READY and not self.replying:
             self.set_state(ModelState.READY, self._ready_text())
 
     @Slot(object)

@@ -23,7 +23,13 @@ def engine_options(settings: Settings, cache_dir: Path | None = None) -> EngineO
     """
     kept = {f.name for f in fields(Settings)}
     shared = {f.name: getattr(settings, f.name) for f in fields(EngineOptions) if f.name in kept}
-    return EngineOptions(**shared, cache_dir=cache_dir if settings.cache_disk_mb > 0 else None)
+    return EngineOptions(
+        **shared,
+        # llama.cpp's names in the engine, the user's words in the settings.
+        n_threads=settings.decode_threads,
+        n_threads_batch=settings.prompt_threads,
+        cache_dir=cache_dir if settings.cache_disk_mb > 0 else None,
+    )
 
 
 def generation_settings(settings: Settings) -> GenerationSettings:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Slot
 
 from app import defaults
 from app.documents import Attachment
@@ -24,12 +24,14 @@ from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import as_settings, engine_options, generation_settings, with_conversation
 from app.flow.reply import ReplyRunner
 from app.flow.room import MIN_RATE_TOKENS, PromptRoom
-from app.flow.words import say
+from app.flow.words import say, say_sentence
+from app.flow.worker import ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
 from app.store.settings import Settings, with_overrides
 from app.store.text import storable_text
+from app.store.thread_choices import ThreadChoices
 
 __all__ = ["DEFAULT_QUEUE_BOUND", "MIN_RATE_TOKENS", "ChatSession", "ModelState"]
 
@@ -61,6 +63,7 @@ class ChatSession(QObject):
         frame_interval: float = 1 / 60,
         queue_bound: int = DEFAULT_QUEUE_BOUND,
         archive: Archive | None = None,
+        thread_choices: ThreadChoices | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -70,7 +73,8 @@ class ChatSession(QObject):
         self.settings = settings or GenerationSettings()
         self.queue_bound = queue_bound
         self.metrics = FlowMetrics(queue_bound=queue_bound)
-        self.host = ModelHost(opener, options, self)
+        self.host = ModelHost(opener, options, self, thread_choices)
+        self.host.threads_changed.connect(self._on_threads_changed)
         self.library = ConversationLibrary(archive, self)
         self.runner = ReplyRunner(
             self.library, self.metrics, frame_interval, self.host.cache_stats, self
@@ -281,8 +285,20 @@ class ChatSession(QObject):
             self.host.producer, prompt, self.reply_settings(), self.queue_bound, self.model
         )
 
+    @Slot(object)
+    def _on_threads_changed(self, report: ThreadReport) -> None:
+        self.metrics.threads = say_sentence(report.sentence())
+
+    def measure_threads(self) -> None:
+        """Measure the local model's decode threads again (Settings > Measure again)."""
+        self.host.measure_threads()
+
     def stop(self) -> bool:
-        """Stop the reply in progress. False if there is none or Stop was already pressed."""
+        """Stop the reply in progress. False if there is none or Stop was already pressed.
+
+        Stop also ends a measurement of the decode threads (after a model opens) at once.
+        """
+        self.host.stop_measuring()
         return self.runner.stop()
 
     async def stop_and_wait(self) -> None:

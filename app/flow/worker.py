@@ -34,8 +34,10 @@ from app.engine import (
 )
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.prompt_cache import CacheStats
+from app.engine.threads import ThreadChoice, calibrate, machine_fingerprint, physical_cores
 from app.flow.queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.store.thread_choices import Measured, ThreadChoices
 from app.trace import TRACE
 
 
@@ -118,11 +120,57 @@ class _CountJob:
     result: concurrent.futures.Future[int | None]
 
 
+@dataclass(frozen=True)
+class _MeasureJob:
+    """Measure the open model's decode threads again (Settings > Measure again)."""
+
+
 class _QuitJob:
     pass
 
 
-_Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _QuitJob
+_Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _MeasureJob | _QuitJob
+
+
+@dataclass(frozen=True)
+class ThreadReport:
+    """The threads the open model computes with, and where the decode count came from.
+
+    Attributes:
+        n_threads: threads that decode.
+        n_threads_batch: threads that process prompts (every physical core unless set).
+        source: ``measured`` (just now), ``kept`` (measured before, on this machine),
+            ``set`` (the user's setting), ``default`` (not measured: every physical core).
+        rates: tokens per second at each count measured (empty unless measured or kept).
+    """
+
+    n_threads: int
+    n_threads_batch: int
+    source: str
+    rates: dict[int, float] = field(default_factory=dict)
+
+    def sentence(self) -> Sentence:
+        """The threads in words, e.g. for the settings dialog and the diagnostics panel."""
+        how = {
+            "measured": QT_TRANSLATE_NOOP("Floodgate", "measured now"),
+            "kept": QT_TRANSLATE_NOOP("Floodgate", "measured before on this machine"),
+            "set": QT_TRANSLATE_NOOP("Floodgate", "as set"),
+            "default": QT_TRANSLATE_NOOP("Floodgate", "every physical core, not measured"),
+        }[self.source]
+        rates = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(self.rates.items()))
+        return Sentence(
+            QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "{decode} decode threads ({how}{rates}), {prompt} prompt threads",
+            ),
+            {
+                "decode": self.n_threads,
+                "how": Sentence(how),
+                "rates": f"; tokens/s at {rates}" if rates else "",
+                "prompt": self.n_threads_batch,
+            },
+        )
+
 
 log = logging.getLogger(__name__)
 
@@ -143,18 +191,28 @@ class InferenceWorker(QThread):
         model_loaded(ModelInfo): a load finished.
         model_failed(Sentence): a load failed; the sentence is for the user.
         reply_computing(): the worker started computing the current reply.
+        threads_measuring(int, float | None): the decode-thread measurement tries a count
+            (rate None) or finished a try at it (its tokens per second).
+        threads_chosen(ThreadReport): the threads the open model computes with (after each
+            load and each measurement).
     """
 
     model_loaded = Signal(object)
     model_failed = Signal(object)
     reply_computing = Signal()
+    threads_measuring = Signal(int, object)
+    threads_chosen = Signal(object)
 
-    def __init__(self, opener: BackendOpener) -> None:
+    def __init__(self, opener: BackendOpener, thread_choices: ThreadChoices | None = None) -> None:
         super().__init__()
         self.setObjectName("InferenceWorker")
         self._opener = opener
+        self._thread_choices = thread_choices
+        self._measuring: StopSignal | None = None
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._backend: Backend | None = None
+        self._options = EngineOptions()
+        self._path: Path | None = None
         self._served = True  # False once the thread stopped serving jobs
         self._serving = threading.Lock()
 
@@ -190,6 +248,16 @@ class InferenceWorker(QThread):
         backend = self._backend
         return backend.cache_stats() if backend is not None else None
 
+    def measure_threads(self) -> None:
+        """Measure the open model's decode threads again (after the jobs already submitted)."""
+        self._jobs.put(_MeasureJob())
+
+    def stop_measuring(self) -> None:
+        """End a decode-thread measurement in progress at once (any thread may call this)."""
+        measuring = self._measuring
+        if measuring is not None:
+            measuring.set()
+
     def finish(self) -> None:
         """Free the model and end the thread once the jobs submitted so far are done."""
         self._jobs.put(_QuitJob())
@@ -206,6 +274,8 @@ class InferenceWorker(QThread):
                         job.action(self._backend)
                 elif isinstance(job, _CountJob):
                     self._count(job)
+                elif isinstance(job, _MeasureJob):
+                    self._choose_threads(remeasure=True)
                 else:
                     with producing(job), TRACE.span("compute reply", cat="worker"):
                         self._generate(job)
@@ -251,10 +321,61 @@ class InferenceWorker(QThread):
                 )
             )
         else:
+            self._options, self._path = job.options, job.path
             self.model_loaded.emit(self._backend.info)
+            self._choose_threads(remeasure=False)
         finally:
             info = self._backend.info if self._backend is not None else None
             CRASH_RECORD.doing("idle", system_info=info.build if info is not None else "")
+
+    def _choose_threads(self, *, remeasure: bool) -> None:
+        """Decode threads: the user's count, or measured once per model and machine and kept.
+
+        Without a place to keep measurements (tests, the bench), nothing is measured: every
+        physical core decodes. A measurement ended by Stop or Send keeps that default.
+        """
+        backend, path, options = self._backend, self._path, self._options
+        if backend is None or path is None:
+            return
+        batch = options.n_threads_batch or physical_cores()
+        if options.n_threads or self._thread_choices is None:
+            source = "set" if options.n_threads else "default"
+            self.threads_chosen.emit(
+                ThreadReport(options.n_threads or physical_cores(), batch, source)
+            )
+            return
+        choices = self._thread_choices
+        key = ThreadChoices.key(path, machine_fingerprint(), backend.info.build)
+        kept = None if remeasure else choices.get(key)
+        if kept is not None:
+            backend.set_threads(kept.n_threads, batch)
+            self.threads_chosen.emit(ThreadReport(kept.n_threads, batch, "kept", kept.rates))
+            return
+        chosen = self._measure(backend, batch)
+        if chosen is None:
+            backend.set_threads(physical_cores(), batch)
+            self.threads_chosen.emit(ThreadReport(physical_cores(), batch, "default"))
+            return
+        choices.put(key, Measured(chosen.n_threads, chosen.rates))
+        self.threads_chosen.emit(ThreadReport(chosen.n_threads, batch, "measured", chosen.rates))
+
+    def _measure(self, backend: Backend, batch: int) -> ThreadChoice | None:
+        stop = StopSignal()
+        self._measuring = stop
+        try:
+            with TRACE.span("measure decode threads", cat="worker"):
+                return calibrate(
+                    backend,
+                    range(1, physical_cores() + 1),
+                    batch,
+                    stop,
+                    on_progress=self.threads_measuring.emit,
+                )
+        except Exception:  # a measurement must never cost the model
+            log.exception("Measuring decode threads failed")
+            return None
+        finally:
+            self._measuring = None
 
     @staticmethod
     def _fit(backend: Backend, job: ReplyJob) -> list[ChatMessage] | None:

@@ -3,9 +3,15 @@
 Why not llama.cpp's default: it builds with ``GGML_NATIVE=ON`` (``-march=native``), which on a
 CPU with AMX compiles ggml's AMX matrix multiply, and that segfaults on every batch of two
 tokens or more on Sapphire Rapids cloud VMs (llama.cpp #20824). A native build also dies with
-SIGILL on any other machine it is copied to. So the flags are chosen here, from the CPU's
-feature list, and AMX is never among them (ARCHITECTURE.md, "Measured facts", has the speed
-of each set on the machine this was decided on).
+SIGILL on any other machine it is copied to. So the flags are chosen here, each instruction set
+named on or off, and AMX is never among them.
+
+The default, ``portable``, is x86-64's AVX2 generation (AVX2, FMA, F16C, BMI2: every x86 CPU
+since 2013-2015) when the building CPU has it: measured on an AVX-512 machine it decodes and
+processes prompts within 3 % of a native build, and AVX-512 gained nothing measurable
+(ARCHITECTURE.md, "Measured facts"), while a build without it runs on every AVX2 machine it is
+copied to. ``cpu`` adds every other set the building CPU has (AVX-512, AVX-VNNI), for a machine
+where measurement shows a gain.
 
 Why not pip's wheel cache: pip keys a built wheel by the sdist alone, not by ``CMAKE_ARGS``, so
 a wheel built for one machine's flags is picked up on another, and a change of flags does not
@@ -14,7 +20,7 @@ flags, Python, platform), and pip builds without its cache.
 
 Run by the Makefile with the venv's Python, from the project folder::
 
-    python -m app.install.llama_wheel [--cpu auto|baseline] [--dry-run]
+    python -m app.install.llama_wheel [--cpu portable|cpu|baseline] [--dry-run]
 
 Standard library only: this runs before Floodgate's dependencies are installed.
 """
@@ -38,10 +44,16 @@ from pathlib import Path
 VERSION = "0.3.36"
 """The llama-cpp-python release Floodgate is built and measured on (pyproject.toml pins it)."""
 
-PROFILES = ("auto", "baseline")
-"""``auto``: every instruction set this CPU has that ggml uses, AMX excepted.
+PROFILES = ("portable", "cpu", "baseline")
+"""``portable`` (the default): the AVX2 generation when this CPU has it, else the baseline.
+``cpu``: every instruction set this CPU has that ggml uses, AMX excepted.
 ``baseline``: nothing beyond what every CPU of the architecture has (SSE4.2 on x86-64): slower,
 but it runs anywhere; the rebuild that the self-test proposes when a build crashes."""
+
+DEFAULT_PROFILE = "portable"
+
+_PORTABLE = frozenset({"GGML_SSE42", "GGML_AVX", "GGML_F16C", "GGML_FMA", "GGML_BMI2", "GGML_AVX2"})
+"""The sets of x86-64's AVX2 generation (x86-64-v3)."""
 
 SAFE_REBUILD = "make llama LLAMA_CPU=baseline"
 """The one command that rebuilds llama.cpp with the flags that run on any machine."""
@@ -126,12 +138,14 @@ def cmake_args(profile: str, machine: str, features: frozenset[str]) -> tuple[st
     # LLAVA is llama-cpp-python's multimodal library, which Floodgate does not use.
     args = ["-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF"]
     if machine.lower() in ("x86_64", "amd64", "x64"):
-        for option, needs in _X86_SETS:
-            wanted = (
-                option == "GGML_SSE42"
-                if profile == "baseline"
-                else all(f in features for f in needs)
-            )
+        has = {option for option, needs in _X86_SETS if all(f in features for f in needs)}
+        for option, _ in _X86_SETS:
+            if profile == "baseline" or "GGML_AVX2" not in has:
+                wanted = option == "GGML_SSE42"  # every x86-64 CPU since 2008
+            elif profile == "portable":
+                wanted = option in _PORTABLE
+            else:
+                wanted = option in has
             args.append(f"-D{option}={'ON' if wanted else 'OFF'}")
         args.extend(f"-D{option}=OFF" for option in _NEVER)
     # Other architectures (arm64 and the rest): GGML_NATIVE=OFF builds for the architecture's
@@ -232,14 +246,15 @@ def read_record(venv: Path) -> dict[str, str]:
 
 
 def install(profile: str | None, venv: Path, root: Path, dry_run: bool = False) -> Build:
-    """Make sure the venv has the wheel of ``profile`` (by default the one recorded, or auto).
+    """Make sure the venv has the wheel of ``profile`` (default: the one recorded, or portable).
 
     Builds the wheel only when no wheel of the same digest is cached; installs it only when
     the venv's record names another digest. The record is rewritten only on a change, so
     whatever depends on it (the Makefile's self-test) runs again only then.
     """
     record = read_record(venv)
-    chosen = profile or record.get("profile") or "auto"
+    recorded = record.get("profile")
+    chosen = profile or (recorded if recorded in PROFILES else DEFAULT_PROFILE)
     build = plan(chosen)
     if dry_run:
         return build
@@ -279,8 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cpu",
         choices=PROFILES,
         default=None,
-        help="instruction sets: auto (this CPU's, never AMX) or baseline (any CPU); "
-        "default: the one installed before, else auto",
+        help="instruction sets: portable (the AVX2 generation), cpu (all of this CPU's, "
+        "never AMX) or baseline (any CPU); default: the one installed before, else portable",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the flags and the wheel folder only"

@@ -8,7 +8,7 @@ flow's own options.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from app import defaults
@@ -30,7 +30,8 @@ class Settings:
     max_tokens: int = defaults.MAX_TOKENS
     seed: int | None = defaults.SEED
     n_ctx: int = defaults.N_CTX
-    n_threads: int = field(default_factory=defaults.default_threads)
+    decode_threads: int = defaults.DECODE_THREADS
+    prompt_threads: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
     cache_ram_mb: int = defaults.CACHE_RAM_MB
     cache_disk_mb: int = defaults.CACHE_DISK_MB
@@ -65,10 +66,18 @@ FIELDS: tuple[Field, ...] = (
         "n_ctx", QT_TRANSLATE_NOOP("Floodgate", "Context size (tokens)"), "int", 256, 131072, True
     ),
     Field(
-        "n_threads",
-        QT_TRANSLATE_NOOP("Floodgate", "Threads"),
+        "decode_threads",
+        QT_TRANSLATE_NOOP("Floodgate", "Decode threads (0: measured on this machine)"),
         "int",
-        1,
+        0,
+        max(1, os.cpu_count() or 1),
+        True,
+    ),
+    Field(
+        "prompt_threads",
+        QT_TRANSLATE_NOOP("Floodgate", "Prompt threads (0: every physical core)"),
+        "int",
+        0,
         max(1, os.cpu_count() or 1),
         True,
     ),

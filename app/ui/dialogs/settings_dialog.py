@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QVBoxLayout,
     QWidget,
 )
@@ -28,9 +29,11 @@ class SettingsDialog(QDialog):
 
     Signals:
         settings_chosen(Settings): OK was pressed with valid values.
+        measure_threads(): "Measure again" was pressed (the decode threads of the open model).
     """
 
     settings_chosen = Signal(object)
+    measure_threads = Signal()
 
     def __init__(
         self,
@@ -39,6 +42,7 @@ class SettingsDialog(QDialog):
         *,
         only: Sequence[str] | None = None,
         title: str = "",
+        threads: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -79,6 +83,19 @@ class SettingsDialog(QDialog):
         )
         self.note.setWordWrap(True)
         self.note.setVisible(any(f.reload for f in self._fields))
+        # The open model's threads as measured or set, and a way to measure them again.
+        self.threads = QLabel(threads)
+        self.threads.setObjectName("threadsNow")
+        self.threads.setWordWrap(True)
+        self.measure = QPushButton(self.tr("Measure decode threads again"))
+        self.measure.setObjectName("measureThreads")
+        self.measure.setToolTip(
+            self.tr("A few seconds of decoding at each thread count; the fastest is kept.")
+        )
+        self.measure.clicked.connect(self._measure)
+        shows_threads = bool(threads) and any(f.name == "decode_threads" for f in self._fields)
+        self.threads.setVisible(shows_threads)
+        self.measure.setVisible(shows_threads)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
@@ -86,6 +103,8 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.threads)
+        layout.addWidget(self.measure)
         layout.addWidget(self.note)
         layout.addWidget(self.buttons)
         self._check()
@@ -119,6 +138,12 @@ class SettingsDialog(QDialog):
         _, valid = self.values()
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         ok.setEnabled(valid)
+
+    @Slot()
+    def _measure(self) -> None:
+        self.measure.setEnabled(False)
+        self.threads.setText(self.tr("Measuring; the status line shows the progress."))
+        self.measure_threads.emit()
 
     @Slot()
     def _accept(self) -> None:

@@ -25,6 +25,7 @@ ROWS = (
     ("prefill", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt processing")),
     ("python", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Python per token")),
     ("cache", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt cache")),
+    ("threads", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Threads")),
 )
 
 NO_VALUE = "–"  # noqa: RUF001 - an en dash reads as "no value yet"
@@ -106,6 +107,7 @@ class DiagnosticsPanel(QWidget):
         for key, _ in ROWS:
             label = QLabel(NO_VALUE)
             label.setObjectName(f"diag_{key}")
+            label.setWordWrap(True)
             self.values[key] = label
             self.titles[key] = QLabel()
             form.addRow(self.titles[key], label)
@@ -144,6 +146,7 @@ class DiagnosticsPanel(QWidget):
         v["prefill"].setText(self._prefill_text())
         v["python"].setText(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
         v["cache"].setText(self._cache_text())
+        v["threads"].setText(m.threads or NO_VALUE)
 
     def _prompt_text(self) -> str:
         m = self._metrics

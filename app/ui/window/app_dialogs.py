@@ -63,8 +63,13 @@ class AppDialogs(QObject):
     @Slot()
     def open_settings(self) -> None:
         """The settings dialog; OK applies and remembers the settings."""
-        dialog = SettingsDialog(self._keeper.preferences.settings, self._window)
+        dialog = SettingsDialog(
+            self._keeper.preferences.settings,
+            self._window,
+            threads=self._session.metrics.threads,
+        )
         dialog.settings_chosen.connect(self._choose_settings)
+        dialog.measure_threads.connect(self._session.measure_threads)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 

@@ -1,0 +1,212 @@
+"""Threads: prompts on every physical core, decode threads measured once per model and machine,
+and llama.cpp called from the worker's thread only."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from app.engine import EngineOptions, StopSignal
+from app.engine.llama import LlamaBackend, open_llama
+from app.engine.threads import CALIBRATION, calibrate, physical_cores
+from app.flow.session import ChatSession
+from app.flow.worker import ThreadReport
+from app.store.thread_choices import Measured, ThreadChoices
+from tests.conftest import Loop, run_until
+
+
+def test_physical_cores_are_cores_not_logical_cpus() -> None:
+    cores = physical_cores()
+    assert 1 <= cores <= (os.cpu_count() or 1)
+    assert cores <= (psutil.cpu_count(logical=False) or cores)
+    assert cores <= len(os.sched_getaffinity(0))
+
+
+def test_measurements_are_kept_per_model_file_and_machine(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x" * 10)
+    choices = ThreadChoices(tmp_path / "data")
+    key = ThreadChoices.key(model, "cpu A; 2 cores", "AVX2 = 1")
+    assert choices.get(key) is None
+    choices.put(key, Measured(2, {1: 50.0, 2: 95.5}))
+    assert ThreadChoices(tmp_path / "data").get(key) == Measured(2, {1: 50.0, 2: 95.5})
+    # Another machine, another build, or a changed file is measured again.
+    assert choices.get(ThreadChoices.key(model, "cpu B; 8 cores", "AVX2 = 1")) is None
+    assert choices.get(ThreadChoices.key(model, "cpu A; 2 cores", "AVX512 = 1")) is None
+    model.write_bytes(b"y" * 11)
+    assert choices.get(ThreadChoices.key(model, "cpu A; 2 cores", "AVX2 = 1")) is None
+    choices.forget(key)
+    assert choices.get(key) is None
+
+
+def test_a_damaged_measurement_file_measures_again(tmp_path: Path) -> None:
+    choices = ThreadChoices(tmp_path)
+    choices.path.write_text("{not json")
+    assert choices.get("any") is None
+    choices.put("k", Measured(1, {1: 10.0}))
+    assert choices.get("k") == Measured(1, {1: 10.0})
+
+
+@pytest.mark.model
+def test_prompts_use_every_physical_core_by_default(model_path: Path) -> None:
+    backend = open_llama(model_path, EngineOptions(cache_ram_mb=0))
+    try:
+        assert backend.threads == (physical_cores(), physical_cores())
+        backend.set_threads(1, physical_cores())
+        assert backend.threads == (1, physical_cores())
+    finally:
+        backend.close()
+    set_here = open_llama(model_path, EngineOptions(n_threads=1, n_threads_batch=1))
+    try:
+        assert set_here.threads == (1, 1)
+    finally:
+        set_here.close()
+
+
+@pytest.mark.model
+def test_calibration_measures_each_count_and_keeps_the_fastest(model_path: Path) -> None:
+    backend = open_llama(model_path, EngineOptions(cache_ram_mb=0))
+    tried: list[tuple[int, float | None]] = []
+    try:
+        choice = calibrate(
+            backend,
+            [1, 2],
+            1,
+            StopSignal(),
+            on_progress=lambda n, rate: tried.append((n, rate)),
+            try_seconds=0.3,
+        )
+        assert choice is not None
+        assert set(choice.rates) == {1, 2}
+        assert all(rate > 0 for rate in choice.rates.values())
+        best = max(choice.rates.values())
+        assert choice.rates[choice.n_threads] >= best * 0.97
+        # The fewest threads among the near-best: more would only take CPU from the window.
+        assert all(choice.rates[n] < best * 0.97 for n in choice.rates if n < choice.n_threads)
+        assert backend.threads == (choice.n_threads, 1)
+        assert [n for n, rate in tried if rate is None] == [1, 2, 1, 2]
+        # What it decoded is not kept as a conversation.
+        assert backend.sequence.conversation != CALIBRATION
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_stop_ends_a_calibration_at_once(model_path: Path) -> None:
+    backend = open_llama(model_path, EngineOptions(cache_ram_mb=0))
+    stop = StopSignal()
+    started = threading.Event()
+    result: list[object] = []
+
+    def run() -> None:
+        result.append(
+            calibrate(backend, [1, 2], 1, stop, lambda n, r: started.set(), try_seconds=30.0)
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert started.wait(30)
+        time.sleep(0.2)  # decoding now, in its 30-second try
+        stop.set()
+        thread.join(10)  # a hang guard, not a speed target: it returns within a token
+        assert not thread.is_alive()
+        assert result == [None]
+    finally:
+        thread.join()
+        backend.close()
+
+
+def _session(choices: ThreadChoices) -> ChatSession:
+    return ChatSession(open_llama, options=EngineOptions(cache_ram_mb=0), thread_choices=choices)
+
+
+@pytest.mark.model
+def test_the_first_open_measures_and_the_next_one_reuses_it(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    choices = ThreadChoices(tmp_path)
+    reports: list[ThreadReport] = []
+    measuring: list[int] = []
+    session = _session(choices)
+    session.host.threads_changed.connect(reports.append)
+    session.host._worker.threads_measuring.connect(lambda n, rate: measuring.append(n))
+    session.open_model(model_path)
+    run_until(loop, lambda: len(reports) == 1, timeout=60)
+    (first,) = reports
+    assert first.source == "measured"
+    assert set(first.rates) == set(range(1, physical_cores() + 1))
+    assert measuring
+    assert "decode threads (measured now" in session.metrics.threads
+    # Opened again: the kept measurement is used, nothing is measured.
+    measuring.clear()
+    session.open_model(model_path)
+    run_until(loop, lambda: len(reports) == 2, timeout=60)
+    assert reports[1].source == "kept"
+    assert reports[1].n_threads == first.n_threads
+    assert measuring == []
+    # Measure again, on demand (Settings).
+    session.measure_threads()
+    run_until(loop, lambda: len(reports) == 3, timeout=60)
+    assert reports[2].source == "measured"
+    loop.run_until_complete(session.close())
+
+
+@pytest.mark.model
+def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    reports: list[ThreadReport] = []
+    session = _session(ThreadChoices(tmp_path))
+    session.host.threads_changed.connect(reports.append)
+    measuring = threading.Event()
+    session.host._worker.threads_measuring.connect(lambda n, rate: measuring.set())
+    session.open_model(model_path)
+    run_until(loop, measuring.is_set, timeout=60)
+    session.send("Say hello.")
+    run_until(loop, lambda: bool(reports), timeout=60)
+    assert reports[0].source == "default"  # not kept: measured again next time
+    assert reports[0].n_threads == physical_cores()
+    run_until(loop, lambda: not session.generating, timeout=60)
+    assert session.conversation.messages[-1].content
+    assert not ThreadChoices(tmp_path).path.exists()
+    loop.run_until_complete(session.close())
+
+
+@pytest.mark.model
+def test_llama_cpp_is_called_from_the_worker_thread_only(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    opened: list[LlamaBackend] = []
+
+    def opener(path: Path, options: EngineOptions) -> LlamaBackend:
+        backend = open_llama(path, options)
+        opened.append(backend)
+        return backend
+
+    session = ChatSession(
+        opener, options=EngineOptions(cache_ram_mb=0), thread_choices=ThreadChoices(tmp_path)
+    )
+    session.open_model(model_path)
+    run_until(loop, lambda: session.metrics.threads != "", timeout=60)
+    for prompt in ("Hello.", "And again?"):
+        session.send(prompt)
+        run_until(loop, lambda: not session.generating, timeout=60)
+    # Counting tokens (for attachments) is asked from a reader thread, computed on the worker.
+    counted: list[int | None] = []
+    reader = threading.Thread(target=lambda: counted.append(session.count_tokens("a few words")))
+    reader.start()
+    reader.join(30)
+    (count,) = counted
+    assert count is not None
+    assert count > 0
+    loop.run_until_complete(session.new_conversation())
+    loop.run_until_complete(session.close())
+    (backend,) = opened
+    # Load, measurement, replies, counting, forgetting and freeing: all on one thread.
+    assert len(backend.calling_threads) == 1
