@@ -158,17 +158,20 @@ class ThreadReport:
             "default": QT_TRANSLATE_NOOP("Floodgate", "every physical core, not measured"),
         }[self.source]
         rates = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(self.rates.items()))
+        fields = {"decode": self.n_threads, "how": Sentence(how), "prompt": self.n_threads_batch}
+        if not rates:
+            return Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate", "{decode} decode threads ({how}), {prompt} prompt threads"
+                ),
+                fields,
+            )
         return Sentence(
             QT_TRANSLATE_NOOP(
                 "Floodgate",
-                "{decode} decode threads ({how}{rates}), {prompt} prompt threads",
+                "{decode} decode threads ({how}; tokens/s at {rates}), {prompt} prompt threads",
             ),
-            {
-                "decode": self.n_threads,
-                "how": Sentence(how),
-                "rates": f"; tokens/s at {rates}" if rates else "",
-                "prompt": self.n_threads_batch,
-            },
+            {**fields, "rates": rates},
         )
 
 

@@ -278,6 +278,10 @@
         <translation>提示缓存</translation>
     </message>
     <message>
+        <source>Threads</source>
+        <translation>线程</translation>
+    </message>
+    <message>
         <source>{done} / {total} tokens ({percent} %), {cached} cached</source>
         <translation>{done} / {total} 个词元（{percent}%），{cached} 个来自缓存</translation>
     </message>
@@ -413,6 +417,38 @@
         <translation>{name} 已就绪。</translation>
     </message>
     <message>
+        <source>Measuring decode speed on this machine: {n} threads…</source>
+        <translation>正在测量本机的解码速度：{n} 个线程…</translation>
+    </message>
+    <message>
+        <source>Measuring decode speed on this machine: {n} threads, {rate} tokens/s…</source>
+        <translation>正在测量本机的解码速度：{n} 个线程，每秒 {rate} 个词元…</translation>
+    </message>
+    <message>
+        <source>measured now</source>
+        <translation>刚刚测量</translation>
+    </message>
+    <message>
+        <source>measured before on this machine</source>
+        <translation>之前在本机测量</translation>
+    </message>
+    <message>
+        <source>as set</source>
+        <translation>按设置</translation>
+    </message>
+    <message>
+        <source>every physical core, not measured</source>
+        <translation>全部物理核心，未测量</translation>
+    </message>
+    <message>
+        <source>{decode} decode threads ({how}), {prompt} prompt threads</source>
+        <translation>{decode} 个解码线程（{how}），{prompt} 个提示线程</translation>
+    </message>
+    <message>
+        <source>{decode} decode threads ({how}; tokens/s at {rates}), {prompt} prompt threads</source>
+        <translation>{decode} 个解码线程（{how}；各线程数的每秒词元数：{rates}），{prompt} 个提示线程</translation>
+    </message>
+    <message>
         <source>No model is loaded. Open a model with File &gt; Open model…, then send again.</source>
         <translation>尚未加载模型。请通过“文件 &gt; 打开模型…”打开一个模型，然后再次发送。</translation>
     </message>
@@ -485,8 +521,12 @@
         <translation>上下文大小（词元）</translation>
     </message>
     <message>
-        <source>Threads</source>
-        <translation>线程数</translation>
+        <source>Decode threads (0: measured on this machine)</source>
+        <translation>解码线程（0：在本机测量）</translation>
+    </message>
+    <message>
+        <source>Prompt threads (0: every physical core)</source>
+        <translation>提示线程（0：全部物理核心）</translation>
     </message>
     <message>
         <source>Batch size</source>
@@ -822,7 +862,7 @@
     </message>
     <message>
         <source>processing a prompt</source>
-        <translation>处理提示词</translation>
+        <translation>处理提示</translation>
     </message>
     <message>
         <source>writing a reply</source>
@@ -830,7 +870,7 @@
     </message>
     <message>
         <source>waiting for a prompt</source>
-        <translation>等待提示词</translation>
+        <translation>等待提示</translation>
     </message>
     <message>
         <source>no error was recorded: it was killed</source>
@@ -1066,6 +1106,18 @@
     <message>
         <source>Context size, threads and batch size apply when the model is opened again.</source>
         <translation>上下文大小、线程数和批大小会在重新打开模型时生效。</translation>
+    </message>
+    <message>
+        <source>Measure decode threads again</source>
+        <translation>重新测量解码线程</translation>
+    </message>
+    <message>
+        <source>A few seconds of decoding at each thread count; the fastest is kept.</source>
+        <translation>在每个线程数下解码几秒钟，保留最快的。</translation>
+    </message>
+    <message>
+        <source>Measuring; the status line shows the progress.</source>
+        <translation>正在测量；状态栏显示进度。</translation>
     </message>
 </context>
 <context>
