@@ -209,6 +209,9 @@ async def _tell_last_end(session: ChatSession, window: MainWindow, last_end: Las
         conversation = await session.library.load(last_end.conversation)
         if conversation is not None:
             session.library.show(conversation)
+            # The transcript is drawn over frames: the note goes under it, not inside it.
+            while window.rendering:
+                await asyncio.sleep(0.01)
     window.view.add_note(say_sentence(last_end.sentence()), error=True)
 
 

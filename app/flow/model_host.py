@@ -247,7 +247,7 @@ class ModelHost(QObject):
         if rate is None:
             sentence = Sentence(
                 QT_TRANSLATE_NOOP(
-                    "Floodgate", "Measuring decode speed on this machine: {n} threads…"
+                    "Floodgate", "Measuring decode speed on this machine: thread count {n}…"
                 ),
                 {"n": n_threads},
             )
@@ -255,7 +255,7 @@ class ModelHost(QObject):
             sentence = Sentence(
                 QT_TRANSLATE_NOOP(
                     "Floodgate",
-                    "Measuring decode speed on this machine: {n} threads, {rate} tokens/s…",
+                    "Measuring decode speed on this machine: thread count {n}, {rate} tokens/s…",
                 ),
                 {"n": n_threads, "rate": f"{rate:.0f}"},
             )

@@ -417,11 +417,11 @@
         <translation>{name} 已就绪。</translation>
     </message>
     <message>
-        <source>Measuring decode speed on this machine: {n} threads…</source>
+        <source>Measuring decode speed on this machine: thread count {n}…</source>
         <translation>正在测量本机的解码速度：{n} 个线程…</translation>
     </message>
     <message>
-        <source>Measuring decode speed on this machine: {n} threads, {rate} tokens/s…</source>
+        <source>Measuring decode speed on this machine: thread count {n}, {rate} tokens/s…</source>
         <translation>正在测量本机的解码速度：{n} 个线程，每秒 {rate} 个词元…</translation>
     </message>
     <message>
