@@ -1,4 +1,4 @@
-"""The ``floodgate`` command: the app, or one of its subcommands (``bench``, ``soak``)."""
+"""The ``floodgate`` command: the app, or a subcommand (``bench``, ``soak``, ``serve``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.bench.cli import main as bench
 
         return bench(args[1:])
+    if args[:1] == ["serve"]:
+        from app.serve import main as serve
+
+        return serve(args[1:])
     if args[:1] == ["soak"]:
         from app.soak.cli import main as soak
 

@@ -64,7 +64,17 @@ class EngineOptions:
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """Sampling settings for one reply. ``temperature == 0`` means greedy."""
+    """Sampling settings for one reply. ``temperature == 0`` means greedy.
+
+    Attributes:
+        frequency_penalty: subtracted from a token's logit once per time it occurred in the
+            last tokens (OpenAI's ``frequency_penalty``; llama.cpp's ``penalty_freq``).
+        presence_penalty: subtracted once from the logit of a token that occurred at all
+            (OpenAI's ``presence_penalty``; llama.cpp's ``penalty_present``).
+        stop: strings that end the reply (besides the chat template's own), never shown.
+        grammar: a GBNF grammar (root rule ``root``) the reply must follow: llama.cpp's
+            grammar sampler in the same chain leaves only the tokens it allows. None: free.
+    """
 
     temperature: float = defaults.TEMPERATURE
     top_p: float = defaults.TOP_P
@@ -73,6 +83,10 @@ class GenerationSettings:
     repeat_penalty: float = defaults.REPEAT_PENALTY
     max_tokens: int = defaults.MAX_TOKENS
     seed: int | None = defaults.SEED
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    stop: tuple[str, ...] = ()
+    grammar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,7 @@ class GenerationReport:
         finish: why the reply ended.
         error: a sentence for the user when ``finish == "error"``.
         pieces: text pieces yielded (about one per token).
+        reply_tokens: tokens sampled for the reply (the end-of-generation token not counted).
         compute_ended_at: ``time.perf_counter()`` when the last llama_decode returned.
         dropped_turns: older turns left out because the conversation outgrew the context.
         prompt_tokens: tokens in the prompt as the model reads it (0 until known).
@@ -121,6 +136,7 @@ class GenerationReport:
     finish: FinishReason = "done"
     error: Sentence | None = None
     pieces: int = 0
+    reply_tokens: int = 0
     compute_ended_at: float | None = None
     dropped_turns: int = 0
     prompt_tokens: int = 0
@@ -153,6 +169,7 @@ class Backend(Protocol):
         report: GenerationReport,
         *,
         conversation: str = "",
+        prompt: str | None = None,
     ) -> Generator[str, None, None]:
         """Yield the reply to ``messages`` piece by piece.
 
@@ -166,6 +183,8 @@ class Backend(Protocol):
             report: filled in as the reply goes.
             conversation: the conversation's id, so an engine that keeps processed prompts
                 can keep them per conversation (and forget them when it is deleted).
+            prompt: a plain text to continue instead of ``messages`` rendered through the
+                chat template (the API's ``/v1/completions``).
         """
         ...
 

@@ -32,16 +32,18 @@ class SamplerChain:
     """A llama.cpp sampler chain built from :class:`GenerationSettings`, all in C.
 
     The chain is the one llama-cpp-python builds for ``create_chat_completion`` (so greedy and
-    seeded replies are the same as its): repeat penalty over the last 64 generated tokens, then
-    greedy at temperature 0, otherwise top k, top p, min p, temperature and a seeded
-    distribution sampler. (llama-cpp-python also adds a typical-p sampler at 1.0, which does
+    seeded replies are the same as its): repeat, frequency and presence penalties over the
+    last 64 generated tokens, a grammar when the reply must follow one, then greedy at
+    temperature 0, otherwise top k, top p, min p, temperature and a seeded distribution
+    sampler. (llama-cpp-python also adds a typical-p sampler at 1.0, which does
     nothing.) The chain is rebuilt only when the settings change; each reply resets it, which
     empties the penalty's history and restarts the seeded generator, so a seed gives the same
     reply every time.
     """
 
-    def __init__(self, n_vocab: int) -> None:
+    def __init__(self, n_vocab: int, vocab: Any = None) -> None:
         self._n_vocab = n_vocab
+        self._vocab = vocab
         self._key: tuple[object, ...] | None = None
         self._chain: Any = None
 
@@ -54,6 +56,9 @@ class SamplerChain:
             settings.min_p,
             settings.repeat_penalty,
             settings.seed,
+            settings.frequency_penalty,
+            settings.presence_penalty,
+            settings.grammar,
         )
         if key != self._key or self._chain is None:
             self.close()
@@ -69,9 +74,23 @@ class SamplerChain:
         add(
             chain,
             llama_cpp.llama_sampler_init_penalties(
-                self._n_vocab, PENALTY_LAST_N, settings.repeat_penalty, 0.0, 0.0
+                self._n_vocab,
+                PENALTY_LAST_N,
+                settings.repeat_penalty,
+                settings.frequency_penalty,
+                settings.presence_penalty,
             ),
         )
+        if settings.grammar is not None:
+            # After the penalties and before any cut, as llama-cpp-python orders it: the
+            # grammar leaves only the tokens it allows, and the rest samples among them.
+            grammar = llama_cpp.llama_sampler_init_grammar(
+                self._vocab, settings.grammar.encode("utf-8"), b"root"
+            )
+            if not grammar:  # llama.cpp could not parse it (it logs why)
+                llama_cpp.llama_sampler_free(chain)
+                raise GrammarError("llama.cpp could not read the grammar")
+            add(chain, grammar)
         if settings.temperature <= 0.0:
             add(chain, llama_cpp.llama_sampler_init_greedy())
         else:
@@ -89,6 +108,10 @@ class SamplerChain:
             llama_cpp.llama_sampler_free(self._chain)
             self._chain = None
             self._key = None
+
+
+class GrammarError(ValueError):
+    """A grammar that llama.cpp's grammar sampler refused."""
 
 
 class TokenPieces:
@@ -278,6 +301,7 @@ def decode_reply(
             report.pieces += 1
             yield tail
     finally:
+        report.reply_tokens = generated
         if generated:
             report.python_ms_per_token = python * 1000.0 / generated
 

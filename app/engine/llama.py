@@ -33,6 +33,7 @@ from app.engine.errors import ModelLoadError
 from app.engine.generation import (
     DECODE_ABORTED,
     DecodeFailedError,
+    GrammarError,
     SamplerChain,
     StopStrings,
     TokenPieces,
@@ -205,7 +206,7 @@ class LlamaBackend:
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._n_ctx = llm.n_ctx()
         self._sequence = KvSequence(ctx, int(llama_cpp.llama_n_batch(ctx)))
-        self._sampler = SamplerChain(llm.n_vocab())
+        self._sampler = SamplerChain(llm.n_vocab(), self._vocab)
         self._pieces = TokenPieces(self._vocab)
         self._prompt = _Prompt(llm, path)
         self._closed = False
@@ -238,8 +239,9 @@ class LlamaBackend:
         report: GenerationReport,
         *,
         conversation: str = "",
+        prompt: str | None = None,
     ) -> Generator[str, None, None]:
-        """Stream a chat reply through the model's own chat template.
+        """Stream a chat reply through the model's own chat template (or continue ``prompt``).
 
         Stop is seen three ways: llama.cpp's abort callback ends a llama_decode in progress
         (prompt chunk or token); the check after each token ends the loop between tokens;
@@ -250,7 +252,7 @@ class LlamaBackend:
         flag.lower()
         remove_listener = stop.add_listener(flag.raise_flag)
         try:
-            yield from self._reply(messages, settings, stop, report, conversation)
+            yield from self._reply(messages, settings, stop, report, conversation, prompt)
         except TemplateError as exc:
             if not exc.stopped:
                 report.finish = "error"
@@ -264,6 +266,12 @@ class LlamaBackend:
                     "({reason}). Start a new chat or shorten the prompt.",
                 ),
                 {"n_ctx": self._n_ctx, "reason": exc},
+            )
+        except GrammarError as exc:
+            report.finish = "error"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "The grammar could not be used: {reason}"),
+                {"reason": exc},
             )
         except DecodeFailedError as exc:
             report.finish = "error"
@@ -284,8 +292,13 @@ class LlamaBackend:
         stop: StopSignal,
         report: GenerationReport,
         conversation: str,
+        plain: str | None = None,
     ) -> Generator[str, None, None]:
-        text, stop_strings, add_bos = self._prompt.render(messages, stop)
+        if plain is None:
+            text, stop_strings, add_bos = self._prompt.render(messages, stop)
+        else:  # a plain text to continue, read as llama-cpp-python's create_completion does
+            text, stop_strings, add_bos = plain, (), True
+        stop_strings += settings.stop
         prompt: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
         n_ctx = self._n_ctx
         if len(prompt) >= n_ctx:
@@ -297,6 +310,8 @@ class LlamaBackend:
         if stop.is_set():
             return
         sequence = self._sequence
+        # Built before the prompt is processed: a grammar llama.cpp refuses costs no prefill.
+        sampler = self._sampler.prepare(settings)
         self._take_back_context()
         kept = self._prepare(prompt, conversation, report)
         report.cached_tokens = kept
@@ -324,7 +339,7 @@ class LlamaBackend:
             yield from decode_reply(
                 ctx=self._ctx,
                 vocab=self._vocab,
-                sampler=self._sampler.prepare(settings),
+                sampler=sampler,
                 pieces=self._pieces,
                 stops=StopStrings(stop_strings),
                 kv_tokens=sequence.tokens,

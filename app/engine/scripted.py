@@ -90,12 +90,15 @@ class ScriptedBackend:
         report: GenerationReport,
         *,
         conversation: str = "",
+        prompt: str | None = None,
     ) -> Generator[str, None, None]:
         """Yield the scripted pieces at ``rate``, ending early on Stop.
 
         The pretend prompt processing reports its progress the way the llama.cpp engine does
         (``report.prefill_done`` of ``report.prompt_tokens``), spread over ``prefill_seconds``.
         """
+        if prompt is not None:
+            messages = [ChatMessage(role="user", content=prompt)]
         self.received.append(list(messages))
         self.sampled_with.append(settings)
         pieces = self._queued.pop(0) if self._queued else self._default
@@ -111,6 +114,7 @@ class ScriptedBackend:
             if stop.is_set():
                 break
             report.pieces += 1
+            report.reply_tokens += 1
             yield piece
         if not stop.is_set() and len(pieces) >= settings.max_tokens:
             report.finish = "length"

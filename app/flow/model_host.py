@@ -14,7 +14,7 @@ from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.flow.worker import InferenceWorker, ReplyProducer, ThreadReport
+from app.flow.worker import InferenceWorker, ReplyJob, ReplyProducer, ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import ThreadChoices
 
@@ -83,6 +83,21 @@ class ModelHost(QObject):
     def remote(self) -> bool:
         """Whether replies come from a server."""
         return self._remote is not None
+
+    @property
+    def served_model(self) -> ModelInfo | None:
+        """The local model the API server shares (None: none open, or a server answers).
+
+        Read from the API server's thread: one attribute read, never torn.
+        """
+        return None if self._remote is not None else self.model
+
+    def produce_local(self, job: ReplyJob) -> None:
+        """Queue ``job`` for the local model's worker, in the one FIFO queue of its jobs.
+
+        Thread-safe: the API server calls it from its own thread.
+        """
+        self._worker.produce(job)
 
     def open_model(self, path: Path) -> None:
         """Load ``path`` on the worker (the caller stops a reply in progress first)."""

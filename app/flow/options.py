@@ -33,15 +33,23 @@ def engine_options(settings: Settings, cache_dir: Path | None = None) -> EngineO
 
 
 def generation_settings(settings: Settings) -> GenerationSettings:
-    """How replies are sampled, from the settings."""
-    return GenerationSettings(
-        **{f.name: getattr(settings, f.name) for f in fields(GenerationSettings)}
-    )
+    """How replies are sampled, from the settings.
+
+    Settings hold what the window offers; what only the API sets per request (its penalties,
+    stop strings, a grammar) keeps the engine's default here.
+    """
+    return GenerationSettings(**{name: getattr(settings, name) for name in _kept_sampling()})
 
 
 def as_settings(sampling: GenerationSettings) -> Settings:
     """The sampling the app uses, as settings (for comparing with a conversation's own)."""
-    return Settings(**{f.name: getattr(sampling, f.name) for f in fields(sampling)})
+    return Settings(**{name: getattr(sampling, name) for name in _kept_sampling()})
+
+
+def _kept_sampling() -> list[str]:
+    """The sampling fields the user's settings keep."""
+    kept = {f.name for f in fields(Settings)}
+    return [f.name for f in fields(GenerationSettings) if f.name in kept]
 
 
 def with_conversation(sampling: GenerationSettings, own: dict[str, object]) -> GenerationSettings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -44,12 +45,45 @@ class PieceQueue:
         self.pieces_in = 0
         self._space: asyncio.Event | None = None
         self._space_loop: asyncio.AbstractEventLoop | None = None
+        self._arrival: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._remove_listener = stop.add_listener(self._wake)
 
     def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
         self._wake_async()
+        self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        # A reader waiting in take_async, on its own loop (the API server's); it asked for
+        # one wake-up, so a fast producer costs one call per wait, not one per piece.
+        with self._cond:
+            arrival, self._arrival = self._arrival, None
+        if arrival is not None:
+            loop, event = arrival
+            with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
+                loop.call_soon_threadsafe(event.set)
+
+    async def take_async(self) -> list[Piece]:
+        """Wait, without blocking the loop, until pieces are there or the reply ended; take them.
+
+        For a reader on another event loop than the frame pump's (the API server's): the
+        worker's next :meth:`put` or :meth:`end`, or Stop, wakes it. Returns an empty list
+        once the reply ended and every piece was taken, or when Stop was requested and
+        nothing is waiting (the reader then decides whether to wait for the end).
+        """
+        while True:
+            with self._cond:
+                if self._items or self._ended or self._stop.is_set():
+                    items = list(self._items)
+                    self._items.clear()
+                    self._cond.notify_all()
+                    break
+                event = asyncio.Event()
+                self._arrival = (asyncio.get_running_loop(), event)
+            await event.wait()
+        self._wake_async()
+        return items
 
     def _wake_async(self) -> None:
         # Drain and Stop may come from another thread than the loop an async producer waits on.
@@ -103,7 +137,9 @@ class PieceQueue:
             self._items.append(Piece(text, produced_at))
             self.pieces_in += 1
             self.max_depth = max(self.max_depth, len(self._items))
-            return True
+        if self._arrival is not None:
+            self._wake_reader()
+        return True
 
     def drain(self) -> list[Piece]:
         """Take every piece available now, without waiting."""
@@ -119,6 +155,7 @@ class PieceQueue:
         with self._cond:
             self._ended = True
         self._remove_listener()
+        self._wake_reader()
 
     @property
     def depth(self) -> int:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from PySide6.QtCore import QThread, Signal
 
@@ -52,6 +52,11 @@ class ReplyJob:
         pieces: the bounded queue the frame pump drains.
         conversation: the conversation's id (the engine keeps processed prompts per id).
         report: filled in by the engine and by :func:`producing`.
+        prompt: a plain text to continue instead of ``messages`` (the API's completions).
+        origin: who asked: the window, or a client of the local API server. Only the
+            window's replies change what the status line says about the model.
+        began_at: ``time.perf_counter()`` when the worker took the job from its queue
+            (None while it waits behind others).
     """
 
     messages: list[ChatMessage]
@@ -60,6 +65,9 @@ class ReplyJob:
     pieces: PieceQueue
     conversation: str = ""
     report: GenerationReport = field(default_factory=GenerationReport)
+    prompt: str | None = None
+    origin: Literal["window", "server"] = "window"
+    began_at: float | None = None
 
 
 class ReplyProducer(Protocol):
@@ -188,7 +196,10 @@ class InferenceWorker(QThread):
     """Runs model loading and generation, one job at a time, off the UI thread.
 
     Jobs run in the order they are submitted, so a prompt sent while the model loads waits
-    for the load. The model is created, used and freed on this thread only.
+    for the load, and the window's replies and the API server's requests wait for each other
+    in one FIFO queue. The model is created, used and freed on this thread only (llama.cpp's
+    OpenMP thread team belongs to the thread that calls it: a second calling thread would
+    halve the speed of both).
 
     Signals:
         model_loaded(ModelInfo): a load finished.
@@ -280,7 +291,8 @@ class InferenceWorker(QThread):
                 elif isinstance(job, _MeasureJob):
                     self._choose_threads(remeasure=True)
                 else:
-                    with producing(job), TRACE.span("compute reply", cat="worker"):
+                    job.began_at = time.perf_counter()
+                    with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
                         self._generate(job)
         finally:
             with self._serving:
@@ -410,14 +422,20 @@ class InferenceWorker(QThread):
             job.report.finish = "error"
             job.report.error = NO_MODEL
             return
-        messages = self._fit(self._backend, job)
+        messages = self._fit(self._backend, job) if job.prompt is None else job.messages
         if messages is None:
             return
-        self.reply_computing.emit()
+        if job.origin == "window":
+            self.reply_computing.emit()
         # What a native crash will be reported as doing (app/crash_record.py).
         CRASH_RECORD.doing("prefill", conversation=job.conversation)
         stream = self._backend.stream_reply(
-            messages, job.settings, job.stop, job.report, conversation=job.conversation
+            messages,
+            job.settings,
+            job.stop,
+            job.report,
+            conversation=job.conversation,
+            prompt=job.prompt,
         )
         decoding = False
         try:

@@ -1,0 +1,147 @@
+"""``floodgate serve``: the local API server without a window, for scripts and headless machines.
+
+The same parts as the window's: the model host and its worker thread (so the same FIFO queue,
+prompt cache and native abort), the API server on a thread of its own, and a Qt core event
+loop (no widgets, no display) for the worker's signals. Ctrl+C (SIGINT) or SIGTERM stops the
+running reply and the queued ones, and the process exits within a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import qasync
+from PySide6.QtCore import QCoreApplication
+
+from app.engine import EngineOptions
+from app.engine.llama import open_llama
+from app.flow.model_host import ModelHost, ModelState
+from app.flow.options import engine_options, generation_settings
+from app.flow.preferences import PreferencesKeeper
+from app.server.api import DEFAULT_PORT, ServerConfig
+from app.server.local import LocalServer, ServerStartError
+from app.store.paths import data_dir, default_model_path
+
+API_KEY_VARIABLE = "FLOODGATE_API_KEY"
+"""Where ``floodgate serve`` reads the API key (not the command line: others can read that)."""
+
+SIGNAL_CHECK_SECONDS = 0.1
+"""How often the loop gives Python's signal handlers a turn (Qt's loop runs in C)."""
+
+PROMPT_CACHE_DIR = "prompt-cache"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``floodgate serve`` command line."""
+    parser = argparse.ArgumentParser(
+        prog="floodgate serve",
+        description=(
+            "Serve a local model through an OpenAI-compatible API (/v1/models, "
+            "/v1/chat/completions, /v1/completions), without a window."
+        ),
+        epilog=(
+            "environment:\n"
+            f"  {API_KEY_VARIABLE}  the API key clients must send (required to listen on an\n"
+            "                     address other than loopback)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", type=Path, default=None, help="GGUF file to serve")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
+    parser.add_argument("--ctx", type=_positive_int, default=None, help="context size in tokens")
+    parser.add_argument("--debug", action="store_true", help="log to stderr")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is between 0 and 65535, not {value}")
+    return value
+
+
+def main(argv: Sequence[str]) -> int:
+    """Entry point of ``floodgate serve``."""
+    args = build_parser().parse_args(list(argv))
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING)
+    qt = QCoreApplication.instance() or QCoreApplication([sys.argv[0]])
+    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
+        return runner.run(serve(args))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Open the model, serve until a signal, then stop everything."""
+    settings = (await PreferencesKeeper.load()).preferences.settings
+    options = engine_options(settings, data_dir() / PROMPT_CACHE_DIR)
+    options = _with_command_line(options, args)
+    path: Path = args.model or default_model_path()
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_key=os.environ.get(API_KEY_VARIABLE) or None,
+        queue_bound=settings.queue_bound,
+        sampling=generation_settings(settings),
+    )
+    host = ModelHost(open_llama, options)
+    try:
+        host.open_model(path)
+        while host.state is ModelState.LOADING:
+            await asyncio.sleep(0.02)
+        if host.state is not ModelState.READY:
+            print(host.describe_state(), file=sys.stderr)
+            return 1
+        server = LocalServer(config, host)
+        try:
+            server.start()
+        except ServerStartError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
+        try:
+            await _until_signal()
+        finally:
+            server.stop()
+    finally:
+        await host.close()
+    return 0
+
+
+def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
+    given = {"n_threads": args.threads, "n_ctx": args.ctx}
+    return replace(options, **{k: v for k, v in given.items() if v is not None})
+
+
+async def _until_signal() -> None:
+    """Return on SIGINT or SIGTERM."""
+    received = asyncio.Event()
+    previous = {
+        sig: signal.signal(sig, lambda _sig, _frame: received.set())
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        while not received.is_set():
+            # Python runs a signal handler only between bytecodes of the main thread; the
+            # wait wakes the loop that often so the handler gets its turn.
+            await asyncio.sleep(SIGNAL_CHECK_SECONDS)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
