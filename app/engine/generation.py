@@ -260,6 +260,7 @@ def decode_reply(
             if is_eog(vocab, token):
                 break
             generated += 1
+            report.reply_tokens = generated  # read live: the server's panel, its tokens/s
             piece = known.get(token)
             if piece is None:
                 piece = pieces(token)
@@ -301,7 +302,6 @@ def decode_reply(
             report.pieces += 1
             yield tail
     finally:
-        report.reply_tokens = generated
         if generated:
             report.python_ms_per_token = python * 1000.0 / generated
 

@@ -147,6 +147,8 @@ class LocalServer:
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted connections inherit it (Linux, macOS, Windows).
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.send_buffer_bytes)
             listener.bind((host, port))
         except OSError as exc:
             listener.close()

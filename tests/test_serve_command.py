@@ -1,0 +1,113 @@
+"""``floodgate serve``: started as a user starts it, asked, stopped with SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.model
+
+
+def start(model_path: Path, *extra: str, key: str | None = None) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env.pop("FLOODGATE_API_KEY", None)
+    if key is not None:
+        env["FLOODGATE_API_KEY"] = key
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--model", str(model_path), "--threads", "1",
+         "--ctx", "2048", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
+
+
+def address(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    found = re.search(r"at (http://\S+)", line)
+    assert found, (
+        f"no address in {line!r}; stderr: {process.stderr.read() if process.stderr else ''}"
+    )
+    return found.group(1)
+
+
+def close(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_answers_and_a_signal_stops_the_reply_and_exits(
+    model_path: Path, sig: signal.Signals
+) -> None:
+    process = start(model_path, "--port", "0")
+    try:
+        url = address(process)
+        models = httpx.get(url + "/models").json()
+        assert [m["id"] for m in models["data"]] == [model_path.stem]
+        received: list[bytes] = []
+        ended = threading.Event()
+
+        def read() -> None:
+            body = {
+                "messages": [{"role": "user", "content": "Tell me a very long story."}],
+                "max_tokens": 1800,
+                "stream": True,
+            }
+            with httpx.stream("POST", url + "/chat/completions", json=body, timeout=60) as r:
+                for chunk in r.iter_bytes():
+                    received.append(chunk)
+            ended.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 30
+        while sum(len(c) for c in received) < 3000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = time.monotonic()
+        process.send_signal(sig)
+        assert process.wait(5) == 0
+        exited = time.monotonic() - sent
+        assert ended.wait(5)
+        stream = b"".join(received).decode()
+        # The reply was cut (not finished by itself), and said so before the end.
+        assert '"finish_reason": "cancelled"' in stream
+        assert stream.rstrip().endswith("data: [DONE]")
+        assert exited < 5  # (the bench measures the real time; this only rules out a hang)
+    finally:
+        close(process)
+
+
+def test_serve_refuses_other_addresses_without_a_key(model_path: Path) -> None:
+    process = start(model_path, "--host", "0.0.0.0", "--port", "0")
+    try:
+        assert process.wait(30) == 2
+        assert process.stderr is not None
+        assert "API key" in process.stderr.read()
+    finally:
+        close(process)
+
+
+def test_serve_with_a_key_wants_it(model_path: Path) -> None:
+    process = start(model_path, "--port", "0", key="k-123")
+    try:
+        url = address(process)
+        assert httpx.get(url + "/models").status_code == 401
+        authorised = httpx.get(url + "/models", headers={"Authorization": "Bearer k-123"})
+        assert authorised.status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(5) == 0
+    finally:
+        close(process)
