@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication
 from app.bench.chart import draw
 from app.bench.plan import Plan, Setup
 from app.bench.report import table, write_json
-from app.bench.run import run
+from app.bench.run import SECTIONS, run
 from app.engine import EngineOptions
 from app.engine.threads import physical_cores
 from app.store.paths import default_model_path
@@ -22,7 +22,7 @@ from app.trace import TRACE
 
 
 def main(argv: Sequence[str]) -> int:
-    """``floodgate bench [--quick] [--model PATH] [--json PATH] [--threads N] [--trace FILE]``."""
+    """``floodgate bench``; ``--help`` lists its options (``--only server``: one section)."""
     import app.bench  # the package, not a sibling: its docstring
 
     # The package's first paragraph says what the bench does; the rest is a map for developers.
@@ -43,6 +43,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--chart", type=Path, default=None, help="draw the comparison here (default: beside --json)"
     )
+    parser.add_argument(
+        "--only", choices=SECTIONS, default=None, help="run one section alone (no chart)"
+    )
     args = parser.parse_args(list(argv))
     qt = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(qt, QApplication)
@@ -57,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
         TRACE.start(args.trace)
     try:
         with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
-            doc = runner.run(run(setup))
+            doc = runner.run(run(setup, args.only))
     finally:
         if args.trace is not None:
             TRACE.stop()
@@ -65,6 +68,6 @@ def main(argv: Sequence[str]) -> int:
     if args.json is not None:
         write_json(doc, args.json)
     chart = args.chart or (args.json.with_suffix(".png") if args.json is not None else None)
-    if chart is not None:
+    if chart is not None and args.only is None:
         draw(doc, chart)
     return 0

@@ -103,6 +103,12 @@ TARGETS: list[Target] = [
     Target("diagnostics_panel.loop_lag_ms_shown.max", "<=", 50.0),
     Target("trace.ratio", ">=", 0.97),
     *(Target(f"large_messages.{case}.stall_ms", "<=", 50.0) for case in LARGE_CASES),
+    Target("server.throughput.ratio", ">=", 0.97),
+    Target("server.stop_on_disconnect_ms.prefill.p95", "<=", 25.0),
+    Target("server.stop_on_disconnect_ms.decode.p95", "<=", 10.0),
+    Target("server.loop_lag_ms.p99", "<=", 16.7),
+    Target("server.ttft_second_turn_ratio", "<=", 2.0),
+    Target("server.slow_reader_rss_mb", "<=", 5.0),
 ]
 
 
@@ -130,6 +136,7 @@ class Plan:
             most of them process the whole history, so each costs twice a cached run).
         ttft_history_tokens: tokens in the long conversation's history.
         large_chars: the size of the large messages built, cleared and sent.
+        slow_reader_seconds: how long the API server's slow reader reads 100 bytes a second.
     """
 
     pairs: int
@@ -150,6 +157,7 @@ class Plan:
     ttft_plain_runs: int
     ttft_history_tokens: int
     large_chars: int
+    slow_reader_seconds: float
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -174,6 +182,7 @@ class Plan:
                 ttft_plain_runs=1,
                 ttft_history_tokens=100,
                 large_chars=40_000,
+                slow_reader_seconds=3.0,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -196,6 +205,7 @@ class Plan:
             ttft_plain_runs=3,
             ttft_history_tokens=1_200,
             large_chars=1_000_000,
+            slow_reader_seconds=30.0,
         )
 
 

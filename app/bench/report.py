@@ -56,9 +56,11 @@ def verdict(doc: dict[str, Any], target: Target) -> tuple[str, str, str]:
     return shown, wanted, "yes" if met else "NO"
 
 
-def _targets_table(doc: dict[str, Any]) -> list[str]:
+def _targets_table(doc: dict[str, Any], only: str = "") -> list[str]:
     lines = ["| figure | Floodgate | target | met |", "| --- | --- | --- | --- |"]
     for target in TARGETS:
+        if not target.path.startswith(only):
+            continue
         shown, wanted, met = verdict(doc, target)
         lines.append(f"| {target.path} | {shown} | {wanted} | {met} |")
     return lines
@@ -189,11 +191,42 @@ def _ttft_table(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _server_lines(doc: dict[str, Any]) -> list[str]:
+    server = doc.get("server")
+    if not server:
+        return []
+    tp, stop = server["throughput"], server["stop_on_disconnect_ms"]
+    own, peer = server["busy_after_disconnect_ms"], server["peer"]["busy_after_disconnect_ms"]
+    turns, slow = server["ttft_second_turn"], server["slow_reader"]
+    lines = [
+        f"local API server: one client {tp['client_tok_s']} tok/s, the window "
+        f"{tp['window_tok_s']} tok/s, server.throughput.ratio {tp['ratio']} {tp['ratio_ci']}; "
+        f"second turn TTFT API {turns['api_ms']} ms, window {turns['window_ms']} ms; "
+        f"slow reader RSS {slow['rss_growth_mb']:+} MB over {slow['seconds']} s "
+        f"(worker paused: {slow['worker_paused']})",
+        "",
+        "| client leaves during | Floodgate: close to compute end p50 / p95 / max "
+        "| Floodgate: busy after, p50 / max | llama_cpp.server: busy after, p50 / max |",
+        "| --- | --- | --- | --- |",
+    ]
+    for kind in ("prefill", "decode"):
+        s, o, p = stop[kind], own[kind], peer[kind]
+        lines.append(
+            f"| {kind} | {s['p50']} / {s['p95']} / {s['max']} ms (n={s['n']}) "
+            f"| {o['p50']} / {o['max']} ms (n={o['n']}) | {p['p50']} / {p['max']} ms (n={p['n']}) |"
+        )
+    return ["", *lines]
+
+
 def table(doc: dict[str, Any]) -> str:
     """The bench's figures against their targets, as Markdown tables and lines."""
+    if "baselines" not in doc:  # one section alone (--only)
+        only = next(key for key in doc if key != "machine")
+        return "\n".join(_targets_table(doc, only + ".") + _server_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
+    lines += _server_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)
     lines += _ttft_table(doc)

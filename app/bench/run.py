@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.bench.designs import designs
 from app.bench.large_messages import large_messages_apart
+from app.bench.local_api import local_api
 from app.bench.long_reply import long_reply, shapes
 from app.bench.loops import LlamaLoops
 from app.bench.measure import (
@@ -80,9 +81,16 @@ async def _prompt_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
     return {"prefill": pre, "ttft_ms": section}
 
 
-async def run(setup: Setup) -> dict[str, Any]:
-    """Measure everything; returns the JSON document."""
+SECTIONS = ("server",)
+"""Sections ``floodgate bench --only`` can run alone (the rest share their setup)."""
+
+
+async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
+    """Measure everything (or only one section); returns the JSON document."""
     finalize_async_generators_on(asyncio.get_running_loop())
+    if only == "server":
+        setup.log("Floodgate as a local API server…")
+        return {"server": await local_api(setup), "machine": machine(setup)}
     loops = LlamaLoops(setup.model, setup.options, setup.plan.max_tokens)
     try:
         app = await _app_sections(setup, loops)
@@ -99,6 +107,8 @@ async def run(setup: Setup) -> dict[str, Any]:
     large = large_messages_apart(setup.plan.large_chars, setup.log)
     setup.log("a model on a server (llama_cpp.server on loopback)…")
     server = await remote(setup)
+    setup.log("Floodgate as a local API server…")
+    local = await local_api(setup)
     setup.log("baselines…")
     hose_pieces = firehose_pieces(setup.plan.firehose_seconds)
     baselines = await designs(
@@ -117,6 +127,7 @@ async def run(setup: Setup) -> dict[str, Any]:
         "trace": app["trace"],
         "baselines": baselines,
         "remote": server,
+        "server": local,
         **prompt,
         "machine": machine(setup),
     }
