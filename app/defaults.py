@@ -32,6 +32,15 @@ QUEUE_BOUND = 64
 """Pieces the queue holds before the worker waits: about a second of a fast model's output,
 so a busy frame or two never pauses inference, while a stalled window pauses it quickly."""
 
+# The local API server.
+API_SERVER_HOST = "127.0.0.1"
+API_SERVER_PORT = 8731
+"""A port none of the well-known local servers uses (llama.cpp 8080, Ollama 11434, LM Studio
+1234, Jan 1337, GPT4All 4891, llama-cpp-python and vLLM 8000, KoboldCpp 5001,
+text-generation-webui 5000 and 7860)."""
+API_SERVER_MAX_WAITING = 16
+"""Requests that may wait for the model at once; one more gets 503 with ``Retry-After``."""
+
 
 # Threads (0: chosen by Floodgate; see app/engine/threads.py).
 DECODE_THREADS = 0

@@ -14,21 +14,25 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import qasync
 from PySide6.QtCore import QCoreApplication
 
-from app.engine import EngineOptions
+from app.engine import EngineOptions, GenerationSettings
 from app.engine.llama import open_llama
 from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import engine_options, generation_settings
 from app.flow.preferences import PreferencesKeeper
+from app.flow.requests import RequestBoard
+from app.flow.serving import Starter
+from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
 from app.store.paths import data_dir, default_model_path
+from app.store.preferences import ApiServerPreferences
 
 API_KEY_VARIABLE = "FLOODGATE_API_KEY"
 """Where ``floodgate serve`` reads the API key (not the command line: others can read that)."""
@@ -123,6 +127,38 @@ async def serve(args: argparse.Namespace) -> int:
     finally:
         await host.close()
     return 0
+
+
+def api_starter(
+    host: ModelHost, sampling: Callable[[], GenerationSettings], queue_bound: Callable[[], int]
+) -> Starter:
+    """How the window starts its API server over ``host``'s model (see :class:`ApiServing`).
+
+    Args:
+        host: the model host the server shares with the window.
+        sampling: the app's sampling settings now (what requests that say nothing get).
+        queue_bound: the app's queue bound now.
+    """
+
+    def start(
+        preferences: ApiServerPreferences, api_key: str | None, board: RequestBoard
+    ) -> LocalServer | Sentence:
+        config = ServerConfig(
+            host=preferences.host,
+            port=preferences.port,
+            api_key=api_key or None,
+            cors_origins=preferences.origins(),
+            queue_bound=queue_bound(),
+            sampling=sampling(),
+        )
+        server = LocalServer(config, host, board)
+        try:
+            server.start()
+        except ServerStartError as exc:
+            return exc.sentence
+        return server
+
+    return start
 
 
 def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:

@@ -286,6 +286,23 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert min(rtp["pairs"]) <= rtp["ratio_ci"][0] <= rtp["ratio"] <= rtp["ratio_ci"][1]
     assert is_distribution(remote["stop_ms"], min_n=3)
 
+    server = doc["server"]
+    stp = server["throughput"]
+    assert len(stp["pairs"]) == plan.remote_pairs
+    assert 1 / 3 < stp["client_tok_s"] / stp["window_tok_s"] < 3
+    assert min(stp["pairs"]) <= stp["ratio_ci"][0] <= stp["ratio"] <= stp["ratio_ci"][1]
+    for kind in ("prefill", "decode"):
+        assert is_distribution(server["stop_on_disconnect_ms"][kind]), kind
+        assert is_distribution(server["busy_after_disconnect_ms"][kind]), kind
+        assert is_distribution(server["peer"]["busy_after_disconnect_ms"][kind]), kind
+    # The peer cannot stop a prompt being read: it stays busy far longer than Floodgate.
+    peer_busy = server["peer"]["busy_after_disconnect_ms"]["prefill"]["p50"]
+    assert peer_busy > server["busy_after_disconnect_ms"]["prefill"]["p50"]
+    assert is_distribution(server["loop_lag_ms"], min_n=50)
+    assert server["ttft_second_turn"]["api_ms"] > 0
+    assert server["ttft_second_turn_ratio"] > 0
+    assert server["slow_reader"]["worker_paused"] is True
+
     prefill = doc["prefill"]
     # Both sides processed the same prompt: the engine counted the tokens the bench gave
     # llama-cpp-python.

@@ -12,7 +12,7 @@ import pytest
 
 from app.engine.llama import open_llama
 from tests.conftest import Loop
-from tests.serving import STORY, Served, serve
+from tests.serving import STORY, Served, serve, wait_until
 
 pytestmark = pytest.mark.model
 
@@ -270,6 +270,7 @@ def test_requests_are_recorded_for_the_window(served: Served, client: openai.Ope
     with pytest.raises(openai.BadRequestError):
         ask(client, "Hi", n=3)
     recorded = served.requests()
+    wait_until(lambda: all(r.outcome is not None for r in recorded))
     assert [r.endpoint for r in recorded] == ["/v1/chat/completions"] * 2
     assert recorded[0].outcome == "length"
     assert recorded[0].client.startswith("127.0.0.1:")

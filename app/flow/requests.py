@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app import defaults
 from app.engine import ModelInfo
 from app.flow.worker import ReplyJob
 
@@ -121,7 +122,7 @@ class RequestBoard:
             refused (the server answers 503 with ``Retry-After``).
     """
 
-    def __init__(self, max_waiting: int = 16) -> None:
+    def __init__(self, max_waiting: int = defaults.API_SERVER_MAX_WAITING) -> None:
         self.max_waiting = max_waiting
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

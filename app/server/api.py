@@ -30,13 +30,8 @@ from app.server.guard import Guard, body_too_large
 from app.server.replies import ReplyResponse, ReplyShape
 from app.server.schema import ChatRequest, CompletionRequest, parse_chat, parse_completion
 
-DEFAULT_PORT = 8731
-"""A port none of the well-known local servers uses (llama.cpp 8080, Ollama 11434, LM Studio
-1234, Jan 1337, GPT4All 4891, llama-cpp-python and vLLM 8000, KoboldCpp 5001,
-text-generation-webui 5000 and 7860)."""
-
-MAX_WAITING = 16
-"""Requests that may wait for the model at once; one more gets 503 with ``Retry-After``."""
+DEFAULT_PORT = defaults.API_SERVER_PORT
+MAX_WAITING = defaults.API_SERVER_MAX_WAITING
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 """The largest request body: far more text than any context holds."""
@@ -69,7 +64,7 @@ class ServerConfig:
         sampling: what a request that does not say gets (the app's own sampling settings).
     """
 
-    host: str = "127.0.0.1"
+    host: str = defaults.API_SERVER_HOST
     port: int = DEFAULT_PORT
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()

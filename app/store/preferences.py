@@ -6,15 +6,63 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app import defaults
 from app.store.paths import data_dir
 from app.store.settings import Settings, from_mapping, to_mapping
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "preferences.json"
+
+
+@dataclass(frozen=True)
+class ApiServerPreferences:
+    """The local API server as Settings > Local API server keeps it (its key is in the keyring).
+
+    Attributes:
+        enabled: serve while Floodgate runs (off by default).
+        host: the address to listen on.
+        port: its port.
+        cors_origins: web origins allowed to call it from a browser, one per line (none: no
+            CORS headers at all).
+    """
+
+    enabled: bool = False
+    host: str = defaults.API_SERVER_HOST
+    port: int = defaults.API_SERVER_PORT
+    cors_origins: str = ""
+
+    def origins(self) -> tuple[str, ...]:
+        """The CORS origins as a tuple (blank lines left out)."""
+        return tuple(line.strip() for line in self.cors_origins.splitlines() if line.strip())
+
+    @staticmethod
+    def from_mapping(raw: object) -> ApiServerPreferences:
+        """From the preferences file; anything missing or invalid keeps its default."""
+        kept = ApiServerPreferences()
+        if not isinstance(raw, dict):
+            return kept
+        enabled, host, port, origins = (
+            raw.get("enabled"),
+            raw.get("host"),
+            raw.get("port"),
+            raw.get("cors_origins"),
+        )
+        return ApiServerPreferences(
+            enabled=enabled if isinstance(enabled, bool) else kept.enabled,
+            host=host.strip() if isinstance(host, str) and host.strip() else kept.host,
+            port=port
+            if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
+            else kept.port,
+            cors_origins=origins if isinstance(origins, str) else kept.cors_origins,
+        )
+
+
+API_SERVER_KEY_NAME = "local-api-server"
+"""The name the local API server's key is kept under in the keyring."""
 
 
 @dataclass
@@ -29,6 +77,8 @@ class Preferences:
     server_url: str = ""
     server_model: str = ""
     """The server connected to last (its API key is never stored here)."""
+    api_server: ApiServerPreferences = field(default_factory=ApiServerPreferences)
+    """Floodgate's own API server."""
 
     def remember_model(self, path: str, keep: int = 20) -> None:
         """Put ``path`` first among the recent models."""
@@ -60,6 +110,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
         recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
         server_url=str(raw.get("server_url", "")),
         server_model=str(raw.get("server_model", "")),
+        api_server=ApiServerPreferences.from_mapping(raw.get("api_server")),
     )
 
 
@@ -77,6 +128,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "recent_models": list(preferences.recent_models),
                 "server_url": preferences.server_url,
                 "server_model": preferences.server_model,
+                "api_server": asdict(preferences.api_server),
             }
             json.dump(document, f, indent=2, ensure_ascii=False)
         os.replace(tmp, path)
