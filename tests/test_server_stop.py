@@ -102,6 +102,7 @@ def test_a_client_killed_mid_reply_stops_the_reply(served: Served, stream: bool)
 
 def test_a_queued_client_that_leaves_is_dropped_without_computing(served: Served) -> None:
     first = client_process(served.url, STORY, stream=True)
+    wait_until(lambda: len(served.requests()) == 1 and served.requests()[0].running)
     second = client_process(served.url, long_prompt(), stream=False)
     try:
         wait_until(lambda: len(served.requests()) == 2)

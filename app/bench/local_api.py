@@ -46,7 +46,7 @@ from app.flow.worker import ReplyJob
 from app.server.api import ServerConfig
 from app.server.local import LocalServer
 from app.store.conversation import Conversation
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 PROBE = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0}
 SLOW_READ_BYTES = 100
