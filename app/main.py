@@ -151,12 +151,15 @@ async def run_window(
     from app.flow.archive import Archive
     from app.flow.event_loop import finalize_async_generators_on
     from app.flow.preferences import PreferencesKeeper
+    from app.flow.serving import ApiServing
     from app.flow.session import ChatSession
     from app.flow.words import say_sentence
+    from app.serve import api_starter
     from app.store.thread_choices import ThreadChoices
     from app.ui.look.appearance import Appearance
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
+    from app.ui.window.server_panel import ServerFace
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
@@ -179,6 +182,11 @@ async def run_window(
     appearance = Appearance(app, keeper)
     window = MainWindow(session)
     AppDialogs(window, keeper, lambda chosen: with_command_line(chosen, args))
+    # The local API server: a face of the flow beside the window, off unless Settings say so.
+    serving = ApiServing(
+        api_starter(session.host, lambda: session.settings, lambda: session.queue_bound), window
+    )
+    server_face = ServerFace(window, serving, keeper)
     _wire_appearance(appearance, window)
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)
@@ -194,11 +202,15 @@ async def run_window(
     if last_end is not None:
         window.spawn(_tell_last_end(session, window, last_end))
     session.open_model(args.model or default_model_path())
+    window.spawn(server_face.start())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     await closed
     if driving is not None and not driving.done():
         driving.cancel()
     window.hide()
+    # Its requests stop (their computation aborts) before the worker is asked to end.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(serving.close(), SHUTDOWN_SECONDS)
     await shut_down(session, archive, keeper)
     window.deleteLater()
 

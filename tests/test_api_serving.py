@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
+from PySide6.QtGui import QGuiApplication
+from pytestqt.qtbot import QtBot
 
 from app.engine.scripted import ScriptedBackend, scripted_opener
+from app.flow.preferences import PreferencesKeeper
 from app.flow.serving import ApiServing
 from app.flow.session import ChatSession, ModelState
 from app.serve import api_starter
-from app.store.preferences import ApiServerPreferences, Preferences, load_preferences
+from app.store.preferences import (
+    API_SERVER_KEY_NAME,
+    ApiServerPreferences,
+    Preferences,
+    load_preferences,
+)
 from app.store.preferences import save_preferences as save
+from app.store.secrets import SERVICE
+from app.ui.dialogs.api_server_dialog import ApiServerDialog
+from app.ui.window.main_window import MainWindow
+from app.ui.window.server_panel import ServerFace
 from tests.conftest import Loop, run_until
 from tests.serving import wait_until
+from tests.test_remote import free_port
+from tests.test_secrets import MemoryKeyring, memory_keyring  # noqa: F401 (a fixture)
 
 
 def session_with_model(loop: Loop, tmp_path: Path, backend: ScriptedBackend) -> ChatSession:
@@ -102,3 +118,83 @@ def test_the_server_preferences_are_kept(tmp_path: Path) -> None:
     assert kept.origins() == ("http://a.test", "http://b.test")
     path.write_text('{"api_server": {"enabled": "yes", "port": 70000, "host": 5}}')
     assert load_preferences(path).api_server == ApiServerPreferences()
+
+
+# -- the window's side ---------------------------------------------------------------------------
+
+
+def window_with_server(
+    loop: Loop, tmp_path: Path, qtbot: QtBot, backend: ScriptedBackend
+) -> tuple[MainWindow, ServerFace, PreferencesKeeper]:
+    session = session_with_model(loop, tmp_path, backend)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    keeper = PreferencesKeeper(Preferences())
+    face = ServerFace(window, serving_for(session), keeper)
+    window.show()
+    return window, face, keeper
+
+
+def test_the_window_shows_the_address_lists_requests_and_stops_one(
+    loop: Loop,
+    tmp_path: Path,
+    qtbot: QtBot,
+    memory_keyring: MemoryKeyring,  # noqa: F811 (the fixture imported above)
+) -> None:
+    backend = ScriptedBackend([f"{i} " for i in range(2000)], rate=200)
+    window, face, keeper = window_with_server(loop, tmp_path, qtbot, backend)
+    loop.run_until_complete(face.start())
+    assert not face.address_button.isVisible()  # off by default
+    dialog = ApiServerDialog(keeper.preferences.api_server, "", window)
+    chosen: list[tuple[ApiServerPreferences, str]] = []
+    dialog.chosen.connect(lambda p, k: chosen.append((p, k)))
+    dialog.enabled.setChecked(True)
+    dialog.port.setValue(free_port())
+    dialog.key.setText("k-1")
+    dialog._accept()
+    preferences, key = chosen[0]
+    assert preferences.enabled
+    assert key == "k-1"
+    preferences = replace(preferences, port=0)  # any free port (the dialog's range starts at 1)
+
+    async def choose() -> None:  # as the dialog's OK does, on the running loop
+        face._choose(preferences, key)
+
+    loop.run_until_complete(choose())
+    run_until(loop, lambda: face.address_button.isVisible())
+    address = face._serving.address
+    assert address is not None
+    assert address in face.address_button.text()
+    assert memory_keyring.kept[(SERVICE, API_SERVER_KEY_NAME)] == "k-1"
+    assert keeper.preferences.api_server.enabled
+    face.copy_address()
+    assert QGuiApplication.clipboard().text() == address
+
+    face.dock.show()
+    body = {"messages": [{"role": "user", "content": "Count"}], "stream": True, "max_tokens": 5000}
+    lines: list[str] = []
+
+    def client() -> None:
+        with httpx.stream(
+            "POST",
+            address + "/chat/completions",
+            json=body,
+            headers={"Authorization": "Bearer k-1"},
+            timeout=30,
+        ) as reply:
+            lines.extend(reply.iter_lines())
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    run_until(
+        loop, lambda: face.panel.table.rowCount() == 1 and "1 running" in face.address_button.text()
+    )
+    assert face.panel.table.item(0, 2).text() == "/v1/chat/completions"
+    assert face.panel.table.item(0, 3).text() == "streaming"
+    face.panel.table.selectRow(0)
+    assert face.panel.stop_selected()
+    run_until(loop, lambda: not thread.is_alive())
+    thread.join()
+    run_until(loop, lambda: face.panel.table.item(0, 3).text() == "stopped")
+    assert '"finish_reason": "cancelled"' in "\n".join(lines)
+    loop.run_until_complete(face._serving.close())
