@@ -2,6 +2,45 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>ApiServerDialog</name>
+    <message>
+        <source>Local API server</source>
+        <translation>本地 API 服务器</translation>
+    </message>
+    <message>
+        <source>Serve the open model to other programs</source>
+        <translation>向其他程序提供已打开的模型</translation>
+    </message>
+    <message>
+        <source>none (only this machine may connect)</source>
+        <translation>无（只有本机可以连接）</translation>
+    </message>
+    <message>
+        <source>one per line; none: no browser page may call it</source>
+        <translation>每行一个；留空：任何浏览器页面都不能调用</translation>
+    </message>
+    <message>
+        <source>Address</source>
+        <translation>地址</translation>
+    </message>
+    <message>
+        <source>Port</source>
+        <translation>端口</translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation>API 密钥</translation>
+    </message>
+    <message>
+        <source>Web origins (CORS)</source>
+        <translation>网页来源（CORS）</translation>
+    </message>
+    <message>
+        <source>Enter an address, such as 127.0.0.1.</source>
+        <translation>请输入地址，例如 127.0.0.1。</translation>
+    </message>
+</context>
+<context>
     <name>AttachmentChip</name>
     <message>
         <source>Remove this attachment</source>
@@ -303,6 +342,10 @@
     <message>
         <source>The conversation is too long for this model&apos;s context of {n_ctx} tokens ({reason}). Start a new chat or shorten the prompt.</source>
         <translation>对话太长，超出了该模型 {n_ctx} 个词元的上下文（{reason}）。请开始新的对话，或缩短提示。</translation>
+    </message>
+    <message>
+        <source>The grammar could not be used: {reason}</source>
+        <translation>无法使用该语法：{reason}</translation>
     </message>
     <message>
         <source>{name} could not be loaded: the file may be truncated, damaged, or made for a newer llama.cpp. ({reason})</source>
@@ -888,6 +931,22 @@
         <source>The last session ended unexpectedly ({fault}) while {activity}, with {model}. What was typed and received is kept; a reply cut off is marked as interrupted. llama.cpp was built with: {build}. The details are in {file}. If it happens again, `floodgate --self-test` checks the build.</source>
         <translation>上次会话在{activity}时意外结束（{fault}），模型：{model}。已输入和已收到的内容都已保留；被中断的回复已标记为中断。llama.cpp 的构建：{build}。详情见 {file}。如果再次发生，可运行 `floodgate --self-test` 检查构建。</translation>
     </message>
+    <message>
+        <source>API {address} · {running} running, {queued} queued</source>
+        <translation>API {address} · {running} 个运行中，{queued} 个排队中</translation>
+    </message>
+    <message>
+        <source>The API server listens on {host} only with an API key: any machine that reaches this one could use the model otherwise. Set a key, or use 127.0.0.1.</source>
+        <translation>API 服务器只有在设置 API 密钥后才会监听 {host}：否则任何能访问本机的机器都能使用该模型。请设置密钥，或使用 127.0.0.1。</translation>
+    </message>
+    <message>
+        <source>The API server did not start: {reason}</source>
+        <translation>API 服务器未能启动：{reason}</translation>
+    </message>
+    <message>
+        <source>The API server cannot listen on {host}:{port}: {reason}. Another program may use that port; choose another one.</source>
+        <translation>API 服务器无法监听 {host}:{port}：{reason}。可能有其他程序正在使用该端口；请换一个端口。</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -1095,6 +1154,64 @@
     <message>
         <source>Enter the server&apos;s address.</source>
         <translation>请输入服务器地址。</translation>
+    </message>
+</context>
+<context>
+    <name>ServerFace</name>
+    <message>
+        <source>Local API server…</source>
+        <translation>本地 API 服务器…</translation>
+    </message>
+    <message>
+        <source>Server requests</source>
+        <translation>服务器请求</translation>
+    </message>
+    <message>
+        <source>Copy the API server&apos;s address</source>
+        <translation>复制 API 服务器的地址</translation>
+    </message>
+    <message>
+        <source>Copied {address}</source>
+        <translation>已复制 {address}</translation>
+    </message>
+</context>
+<context>
+    <name>ServerPanel</name>
+    <message>
+        <source>Time</source>
+        <translation>时间</translation>
+    </message>
+    <message>
+        <source>Client</source>
+        <translation>客户端</translation>
+    </message>
+    <message>
+        <source>Endpoint</source>
+        <translation>端点</translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>Prompt (cached)</source>
+        <translation>提示（已缓存）</translation>
+    </message>
+    <message>
+        <source>Reply</source>
+        <translation>回复</translation>
+    </message>
+    <message>
+        <source>tok/s</source>
+        <translation>词元/秒</translation>
+    </message>
+    <message>
+        <source>Duration</source>
+        <translation>耗时</translation>
+    </message>
+    <message>
+        <source>Stop request</source>
+        <translation>停止请求</translation>
     </message>
 </context>
 <context>
