@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.server.api import ServerConfig
 from app.server.local import LocalServer, ServerStartError, check_address
+from app.trace import TRACE, check_trace
 from tests.conftest import Loop
-from tests.serving import Served, serve
+from tests.serving import Served, serve, wait_until
 
 KEY = "s3cret-key"
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
@@ -230,3 +231,22 @@ def test_no_body_makes_the_server_fail(served: Served, fields: dict[str, object]
         assert reply.status_code in (200, 400), reply.text
         if reply.status_code == 400:
             assert reply.json()["error"]["message"]
+
+
+def test_a_trace_records_the_requests(served: Served, tmp_path: Path) -> None:
+    path = tmp_path / "trace.json"
+    TRACE.start(path)
+    try:
+        assert httpx.post(served.url + "/chat/completions", json=CHAT).status_code == 200
+        wait_until(lambda: served.requests()[-1].outcome is not None)
+    finally:
+        TRACE.stop()
+    document = json.loads(path.read_text())
+    assert check_trace(document) == []
+    events = document["traceEvents"]
+    names = {e["name"] for e in events}
+    assert {"api request", "api request ended"} <= names
+    computed = [e for e in events if e["name"] == "compute reply"]
+    assert [e["args"]["by"] for e in computed] == ["server"]
+    threads = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "api-server" in threads

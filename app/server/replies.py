@@ -27,6 +27,7 @@ from app.engine import GenerationReport
 from app.flow.requests import RequestBoard, ServedRequest
 from app.flow.worker import ReplyJob
 from app.server.errors import ApiError
+from app.trace import TRACE
 
 WAIT_FOR_ABORT = 0.002
 """Seconds between looks at a stopped reply whose computation is ending (milliseconds)."""
@@ -108,6 +109,8 @@ class ReplyResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer, watching the connection the whole time."""
+        request = self._request
+        TRACE.instant("api request", cat="server", id=request.id, endpoint=request.endpoint)
         watcher = asyncio.ensure_future(self._watch(receive))
         try:
             if self._shape.stream:
@@ -122,6 +125,7 @@ class ReplyResponse:
             # Cancelled (the server is closing) or failed: nobody will read what it computes.
             self._job.stop.set()
             self._board.end(self._request, outcome, self._reason())
+            TRACE.instant("api request ended", cat="server", id=request.id, outcome=outcome)
 
     async def _watch(self, receive: Receive) -> None:
         while True:
@@ -132,7 +136,8 @@ class ReplyResponse:
 
     def _client_left(self) -> None:
         self._left = True
-        self._job.stop.set()
+        if self._job.stop.set():
+            TRACE.instant("client left", cat="server", id=self._request.id)
 
     def _outcome(self) -> str:
         report = self._job.report
