@@ -1,0 +1,1 @@
+"""``floodgate pull``: placeholder replaced below."""
