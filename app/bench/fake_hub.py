@@ -110,8 +110,9 @@ class Faults:
 
     Attributes:
         ignore_ranges: answer every range request with the whole file (200).
-        drop_after: close the connection after this many bytes of a body, ``drops`` times.
-        stall_after: stop sending for ``stall_seconds`` after this many bytes, ``stalls`` times.
+        drop_after: close the connection on reaching this byte of a file, ``drops`` times.
+        stall_after: stop sending for ``stall_seconds`` on reaching this byte of a file,
+            ``stalls`` times.
         wrong_bytes: paths served with one byte changed.
         rate: bytes a second at most (None: as fast as it goes).
     """
@@ -411,13 +412,14 @@ class _Handler(BaseHTTPRequestHandler):
                 i = file.size // 2 - offset
                 chunk = chunk[:i] + bytes([chunk[i] ^ 0xFF]) + chunk[i + 1 :]
             drop, stall = faults.drop_after, faults.stall_after
-            if drop is not None and sent + len(chunk) > drop and self.hub.take_fault("drops"):
-                self.wfile.write(chunk[: max(0, drop - sent)])
+            end_of_chunk = offset + len(chunk)
+            if drop is not None and end_of_chunk > drop and self.hub.take_fault("drops"):
+                self.wfile.write(chunk[: max(0, drop - offset)])
                 self.wfile.flush()
                 self.close_connection = True
                 return
-            if stall is not None and sent + len(chunk) > stall and self.hub.take_fault("stalls"):
-                self.wfile.write(chunk[: max(0, stall - sent)])
+            if stall is not None and end_of_chunk > stall and self.hub.take_fault("stalls"):
+                self.wfile.write(chunk[: max(0, stall - offset)])
                 self.wfile.flush()
                 time.sleep(faults.stall_seconds)
                 self.close_connection = True

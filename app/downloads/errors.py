@@ -21,7 +21,8 @@ class DownloadError(Exception):
     @classmethod
     def saying(cls, sentence: Sentence) -> DownloadError:
         """An error with a sentence made elsewhere (a model file's check, say)."""
-        error = cls(sentence.template)
+        error = cls.__new__(cls)
+        Exception.__init__(error, str(sentence))
         error.sentence = sentence
-        error.args = (str(sentence),)
+        error.keeps_partial = False
         return error

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -241,3 +242,53 @@ def recommend(choices: list[ModelChoice], estimates: list[MemoryEstimate]) -> in
         return max(pool, key=lambda i: estimates[i].total)
     tight = [i for i, e in enumerate(estimates) if e.fit is Fit.TIGHT]
     return min(tight, key=lambda i: estimates[i].total) if tight else None
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A repository's choices judged for this machine.
+
+    Attributes:
+        estimates: one per choice, in the same order.
+        recommended: the index of the recommended choice, or None.
+        shape: the model's KV shape (None when its header could not be read).
+        problem: why the header could not be read (the estimates then count weights only).
+    """
+
+    estimates: list[MemoryEstimate]
+    recommended: int | None
+    shape: ModelShape | None
+    problem: DownloadError | None = None
+
+
+def assess(
+    client: httpx.Client,
+    choices: list[ModelChoice],
+    url_of: Callable[[str], str],
+    headers: dict[str, str],
+    n_ctx: int,
+    memory: int,
+) -> Assessment:
+    """Judge every choice, from the header of the smallest one (waits on the network).
+
+    The quantizations of one repository are one model: the layers and heads that size the
+    KV cache are the same in each, so one header (of the smallest file) serves them all.
+
+    Args:
+        client: the HTTP client.
+        choices: the repository's choices.
+        url_of: a file's download address from its path in the repository.
+        headers: sent with the range requests (the token, if any).
+        n_ctx: the context length the model would run with.
+        memory: this machine's RAM in bytes.
+    """
+    shape: ModelShape | None = None
+    problem: DownloadError | None = None
+    if choices:
+        first = min(choices, key=lambda c: c.size).first
+        try:
+            shape = model_shape(remote_header(client, url_of(first.path), first.name, headers))
+        except DownloadError as exc:
+            problem = exc
+    estimates = [estimate(choice, shape, n_ctx, memory) for choice in choices]
+    return Assessment(estimates, recommend(choices, estimates), shape, problem)

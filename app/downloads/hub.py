@@ -37,6 +37,7 @@ from app.store.secrets import load_api_key, save_api_key
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 ENDPOINT_VARIABLE = "HF_ENDPOINT"
+TOKEN_VARIABLE = "HF_TOKEN"
 
 PAGE_SIZE = 20
 """Repositories shown per page of search results."""

@@ -448,7 +448,14 @@ class FileTransfer:
             check_model_file(self.part)
         except ModelLoadError as exc:
             self._discard()
-            raise DownloadError.saying(exc.sentence) from exc
+            raise DownloadError(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "{name} is not a GGUF model file, though the Hub lists it as one; it was "
+                    "deleted.",
+                ),
+                name=self.remote.name,
+            ) from exc
         os.replace(self.part, self.final)
         self.record.unlink(missing_ok=True)
         return self.final
