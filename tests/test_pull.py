@@ -1,4 +1,4 @@
-"""``floodgate pull``: a real child process, interrupted, killed, run again, against the fake Hub."""
+"""``floodgate pull`` in a real child process, interrupted, killed, run again (fake Hub)."""
 
 from __future__ import annotations
 
