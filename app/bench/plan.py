@@ -103,6 +103,8 @@ TARGETS: list[Target] = [
     Target("diagnostics_panel.loop_lag_ms_shown.max", "<=", 50.0),
     Target("trace.ratio", ">=", 0.97),
     *(Target(f"large_messages.{case}.stall_ms", "<=", 50.0) for case in LARGE_CASES),
+    Target("download.ratio", ">=", 0.9),
+    Target("download.loop_lag_ms.p99", "<=", 16.7),
 ]
 
 
@@ -130,6 +132,8 @@ class Plan:
             most of them process the whole history, so each costs twice a cached run).
         ttft_history_tokens: tokens in the long conversation's history.
         large_chars: the size of the large messages built, cleared and sent.
+        download_pairs: downloads through Floodgate against a plain stream of the same file.
+        download_mib: the size of that file.
     """
 
     pairs: int
@@ -150,6 +154,8 @@ class Plan:
     ttft_plain_runs: int
     ttft_history_tokens: int
     large_chars: int
+    download_pairs: int
+    download_mib: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -174,6 +180,8 @@ class Plan:
                 ttft_plain_runs=1,
                 ttft_history_tokens=100,
                 large_chars=40_000,
+                download_pairs=2,
+                download_mib=32,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -196,6 +204,8 @@ class Plan:
             ttft_plain_runs=3,
             ttft_history_tokens=1_200,
             large_chars=1_000_000,
+            download_pairs=7,
+            download_mib=256,
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication
 
 from app.bench.designs import designs
+from app.bench.download import download
 from app.bench.large_messages import large_messages_apart
 from app.bench.long_reply import long_reply, shapes
 from app.bench.loops import LlamaLoops
@@ -99,6 +100,8 @@ async def run(setup: Setup) -> dict[str, Any]:
     large = large_messages_apart(setup.plan.large_chars, setup.log)
     setup.log("a model on a server (llama_cpp.server on loopback)…")
     server = await remote(setup)
+    setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
+    fetched = await download(setup)
     setup.log("baselines…")
     hose_pieces = firehose_pieces(setup.plan.firehose_seconds)
     baselines = await designs(
@@ -117,6 +120,7 @@ async def run(setup: Setup) -> dict[str, Any]:
         "trace": app["trace"],
         "baselines": baselines,
         "remote": server,
+        "download": fetched,
         **prompt,
         "machine": machine(setup),
     }

@@ -318,6 +318,10 @@ class DownloadQueue:
     def _progress(self, download: _Download, before: int, file_done: int) -> None:
         done = before + file_done
         now = time.monotonic()
+        # Called for every chunk read (thousands a second): between reports, nothing else.
+        if now - download.reported_at < self.report_interval and done < download.status.total:
+            return
+        download.reported_at = now
         speed = RateMeter(download.samples).add(now, done)
         with self._lock:
             status = download.status
@@ -325,9 +329,6 @@ class DownloadQueue:
                 return
             left = (status.total - done) / speed if speed > 0 else None
             download.status = replace(status, done=done, speed=speed, seconds_left=left)
-            if now - download.reported_at < self.report_interval and done < status.total:
-                return
-            download.reported_at = now
             status = download.status
         self.on_change(status)
 

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -403,12 +404,12 @@ class FileTransfer:
                     if self.done + len(chunk) > size:
                         self._discard()
                         raise self._wrong_size(self.done + len(chunk))
-                    view = memoryview(chunk)
-                    while view:
-                        written = f.write(view)
-                        self._hasher.update(view[:written])
-                        self.done += written or 0
-                        view = view[written:]
+                    written = f.write(chunk) or 0
+                    if written == len(chunk):
+                        self._hasher.update(chunk)
+                        self.done += written
+                    else:  # a short write (a disk filling up): what was written counts
+                        self._write_rest(f, memoryview(chunk), written)
                     self.on_progress(self.done)
                 os.fsync(f.fileno())
         except OSError as exc:
@@ -432,6 +433,16 @@ class FileTransfer:
             ) from exc
         if self.done < size:
             raise _RetryError(False, "the connection ended early")
+
+    def _write_rest(self, f: BinaryIO, chunk: memoryview, written: int) -> None:
+        self._hasher.update(chunk[:written])
+        self.done += written
+        view = chunk[written:]
+        while view:
+            written = f.write(view) or 0
+            self._hasher.update(view[:written])
+            self.done += written
+            view = view[written:]
 
     def _finish(self) -> Path:
         if self._hasher.hexdigest() != self.remote.sha256:
