@@ -2,9 +2,9 @@
 
 Both read one file from the fake Hub on loopback (app/bench/fake_hub.py, served with
 ``sendfile``) and write it to disk, in interleaved pairs. Floodgate's side is what the window
-runs: the :class:`DownloadQueue` on its thread, computing the sha256 as the bytes arrive,
-syncing the file, checking it and moving it into the models folder, with its progress
-reports handed to the UI loop. A 5 ms heartbeat measures the loop's lag meanwhile.
+runs (:class:`HubDownloads`): the download queue on its thread, computing the sha256 as the
+bytes arrive, syncing the file, checking it and moving it into the models folder, its rows
+crossing to the UI thread by signal. A 5 ms heartbeat measures the loop's lag meanwhile.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo, gguf_bytes
 from app.bench.measure import heartbeat
 from app.bench.plan import Setup
 from app.bench.stats import interleaved_pairs, summary
-from app.downloads.queue import DownloadQueue, DownloadStatus, State
+from app.defaults import N_CTX
 from app.downloads.transfer import RemoteFile
+from app.flow.hub_downloads import DownloadRow, HubDownloads
 
 _NAME = "Bench-Q4_0.gguf"
 _BLOCK = 1024 * 1024
@@ -61,30 +62,27 @@ def _plain(client: httpx.Client, url: str, out: Path) -> float:
     return size / elapsed / 2**20
 
 
-async def _floodgate(remote: RemoteFile, folder: Path) -> float:
-    """MiB/s of one download through the queue, its reports delivered to this loop."""
-    loop = asyncio.get_running_loop()
-    finished: asyncio.Future[DownloadStatus] = loop.create_future()
-    reports = 0
+async def _floodgate(downloads: HubDownloads, remote: RemoteFile) -> float:
+    """MiB/s of one download as the window runs it: the queue's thread, rows by signal."""
+    finished: asyncio.Future[Path] = asyncio.get_running_loop().create_future()
 
-    def on_report(status: DownloadStatus) -> None:
-        nonlocal reports
-        reports += 1
-        if status.state in (State.DONE, State.FAILED) and not finished.done():
-            finished.set_result(status)
+    def on_change(row: DownloadRow) -> None:
+        if finished.done():
+            return
+        if row.state == "done" and row.path is not None:
+            finished.set_result(row.path)
+        elif row.state == "failed":
+            finished.set_exception(RuntimeError(f"the bench's download failed: {row.sentence}"))
 
-    def on_change(status: DownloadStatus) -> None:  # on the queue's thread, as in the app
-        loop.call_soon_threadsafe(on_report, status)
-
-    queue = DownloadQueue(folder, on_change)
+    downloads.changed.connect(on_change)
     start = time.perf_counter()
-    queue.add([remote])
-    status = await finished
+    downloads.add([remote])
+    try:
+        path = await finished
+    finally:
+        downloads.changed.disconnect(on_change)
     elapsed = time.perf_counter() - start
-    queue.close()
-    if status.state is not State.DONE or status.path is None:
-        raise RuntimeError(f"the bench's download failed: {status.sentence}")
-    await asyncio.to_thread(status.path.unlink)  # freeing 256 MB takes a while: off the loop
+    await asyncio.to_thread(path.unlink)  # freeing 256 MB takes a while: off the loop
     return remote.size / elapsed / 2**20
 
 
@@ -98,18 +96,22 @@ async def download(setup: Setup) -> dict[str, Any]:
         with FakeHub() as hub, httpx.Client(trust_env=True) as client:
             repo = hub.add(FakeRepo("bench/Bench-GGUF", {_NAME: FakeFile(source=source)}))
             remote = RemoteFile(hub.url, repo.repo_id, repo.sha, _NAME, size, sha256)
-            models = root / "models"
+            # One for the whole run, as the window keeps one for its life.
+            downloads = HubDownloads(root / "models", n_ctx=N_CTX)
 
             async def plain() -> float:
                 return await asyncio.to_thread(_plain, client, remote.url, root / "plain.bin")
 
             async def floodgate() -> float:
-                return await _floodgate(remote, models)
+                return await _floodgate(downloads, remote)
 
-            async with heartbeat() as lag:
-                pairs = await interleaved_pairs(
-                    setup.plan.download_pairs, {"plain": plain}, floodgate, setup.log
-                )
+            try:
+                async with heartbeat() as lag:
+                    pairs = await interleaved_pairs(
+                        setup.plan.download_pairs, {"plain": plain}, floodgate, setup.log
+                    )
+            finally:
+                downloads.close()
     figures = pairs["plain"].figures("plain")
     return {
         "mib": setup.plan.download_mib,

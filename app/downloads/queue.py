@@ -137,6 +137,9 @@ class DownloadQueue:
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._client: httpx.Client | None = None
+        """Made on the queue's thread when first needed, kept for the next downloads (its
+        connections and TLS setup are reused), closed with the queue."""
 
     # What the caller does (never blocks on the network or the disk).
 
@@ -149,8 +152,9 @@ class DownloadQueue:
         with self._lock:
             for download in self._downloads.values():
                 same = download.files == tuple(files)
-                if same and download.status.state not in (State.CANCELLED, State.FAILED):
-                    return download.status  # already here: not twice
+                active = (State.QUEUED, State.DOWNLOADING, State.PAUSED)
+                if same and download.status.state in active:
+                    return download.status  # already on its way: not twice
             status = DownloadStatus(
                 id=next(self._ids),
                 label=files[0].name,
@@ -223,6 +227,11 @@ class DownloadQueue:
             thread = self._thread
         if thread is not None:
             thread.join(timeout)
+        if thread is None or not thread.is_alive():
+            with self._lock:
+                client, self._client = self._client, None
+            if client is not None:
+                client.close()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the queue's thread has nothing left to do; whether it finished."""
@@ -271,13 +280,18 @@ class DownloadQueue:
             return None
 
     def _work(self) -> None:
-        with httpx.Client(trust_env=True, follow_redirects=True) as client:
-            while (item := self._next()) is not None:
-                if isinstance(item, RemoteFile):
-                    discard(self.folder, item.name)
-                else:
-                    self.on_change(item.status)
-                    self._run(item, client)
+        while (item := self._next()) is not None:
+            if isinstance(item, RemoteFile):
+                discard(self.folder, item.name)
+                continue
+            self.on_change(item.status)
+            if self._client is None:
+                self._client = httpx.Client(trust_env=True, follow_redirects=True)
+            self._run(item, self._client)
+        with self._lock:
+            client, closed = self._client, self._closed
+        if closed and client is not None:
+            client.close()
 
     def _run(self, download: _Download, client: httpx.Client) -> None:
         stop = download.stop
