@@ -12,8 +12,9 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import keyring
@@ -83,6 +84,21 @@ def client() -> Iterator[httpx.Client]:
 @pytest.fixture
 def models(tmp_path: Path) -> Path:
     return tmp_path / "models"
+
+
+@pytest.fixture
+def make_queue(models: Path) -> Iterator[Callable[..., DownloadQueue]]:
+    """Download queues into ``models``, closed (threads and connections) when the test ends."""
+    made: list[DownloadQueue] = []
+
+    def make(on_change: Callable[[DownloadStatus], None], **options: Any) -> DownloadQueue:
+        queue = DownloadQueue(models, on_change, free_space=lambda _: UNLIMITED, **options)
+        made.append(queue)
+        return queue
+
+    yield make
+    for queue in made:
+        queue.close()
 
 
 # Finding.
@@ -264,7 +280,9 @@ def test_the_estimate_matches_llama_cpps_own_allocation_for_the_bundled_model(
 
 
 @pytest.mark.model
-def test_a_download_completes_verifies_and_opens(fake_hub: FakeHub, models: Path) -> None:
+def test_a_download_completes_verifies_and_opens(
+    fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
+) -> None:
     from app.engine import EngineOptions, GenerationReport, GenerationSettings, StopSignal
     from app.engine.llama import open_llama
 
@@ -272,7 +290,7 @@ def test_a_download_completes_verifies_and_opens(fake_hub: FakeHub, models: Path
     hub = Hub()
     listing = hub.repository(SMOL)
     seen: list[DownloadStatus] = []
-    queue = DownloadQueue(models, seen.append, free_space=lambda _: UNLIMITED)
+    queue = make_queue(seen.append)
     files = [
         RemoteFile(hub.endpoint, SMOL, listing.revision, f.path, f.size, f.sha256 or "")
         for f in listing.choices[0].files
@@ -306,10 +324,14 @@ def test_a_download_completes_verifies_and_opens(fake_hub: FakeHub, models: Path
     # Present and verified: not downloaded again.
     gets = len(file_gets(fake_hub, SMOL_FILE))
     again: list[DownloadStatus] = []
-    second = DownloadQueue(models, again.append, free_space=lambda _: UNLIMITED)
+    second = make_queue(again.append)
     second.add(files, hub.headers())
     assert second.wait(60)
     assert again[-1].state is State.DONE
+    queue.add(files, hub.headers())  # the same queue, asked again after it finished
+    assert queue.wait(60)
+    assert seen[-1].state is State.DONE
+    assert seen[-1].id != final.id
     assert len(file_gets(fake_hub, SMOL_FILE)) == gets
 
 
@@ -470,7 +492,9 @@ def test_a_disk_that_fills_mid_way_stops_with_a_sentence_and_keeps_the_partial(
     assert record.is_file()
 
 
-def test_pause_resume_cancel_and_a_queue_of_several(fake_hub: FakeHub, models: Path) -> None:
+def test_pause_resume_cancel_and_a_queue_of_several(
+    fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
+) -> None:
     repo = fake_hub.add(tiny_repo())
     fake_hub.faults.rate = 1_000_000  # a second and a half for the F16
     hub = Hub()
@@ -490,7 +514,7 @@ def test_pause_resume_cancel_and_a_queue_of_several(fake_hub: FakeHub, models: P
             )
             return next(s for s in reversed(seen) if s.id == download_id and test(s))  # type: ignore[operator]
 
-    queue = DownloadQueue(models, on_change, free_space=lambda _: UNLIMITED, report_interval=0.02)
+    queue = make_queue(on_change, report_interval=0.02)
     big = queue.add([remote_of(hub, repo, "Tiny-F16.gguf")], hub.headers())
     small = queue.add([remote_of(hub, repo, "Tiny-Q2_K.gguf")], hub.headers())
     assert small.state is State.QUEUED
@@ -506,7 +530,7 @@ def test_pause_resume_cancel_and_a_queue_of_several(fake_hub: FakeHub, models: P
     queue.close()
     fake_hub.faults.rate = None
     seen.clear()
-    later = DownloadQueue(models, on_change, free_space=lambda _: UNLIMITED)
+    later = make_queue(on_change)
     [restored] = later.restore(hub.headers())
     assert (restored.state, restored.done, restored.label) == (State.PAUSED, kept, "Tiny-F16.gguf")
     later.resume(restored.id)
@@ -527,12 +551,14 @@ def test_pause_resume_cancel_and_a_queue_of_several(fake_hub: FakeHub, models: P
     assert not (models / "Tiny-Q4_K_M.gguf").exists()
 
 
-def test_a_split_model_downloads_every_part(fake_hub: FakeHub, models: Path) -> None:
+def test_a_split_model_downloads_every_part(
+    fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
+) -> None:
     repo = fake_hub.add(tiny_repo())
     hub = Hub()
     split = next(c for c in hub.repository(repo.repo_id).choices if c.is_split)
     seen: list[DownloadStatus] = []
-    queue = DownloadQueue(models, seen.append, free_space=lambda _: UNLIMITED)
+    queue = make_queue(seen.append)
     queue.add(
         [
             RemoteFile(hub.endpoint, repo.repo_id, repo.sha, f.path, f.size, f.sha256 or "")
