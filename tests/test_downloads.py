@@ -600,3 +600,29 @@ def test_a_stop_keeps_the_partial_and_its_record(
     [(remote, done)] = pending(models)
     assert remote == remote_of(Hub(), repo, "Tiny-F16.gguf")
     assert done >= 100_000
+
+
+def test_a_pause_and_resume_before_the_first_byte_still_show_the_download(
+    fake_hub: FakeHub, make_queue: Callable[..., DownloadQueue]
+) -> None:
+    repo = fake_hub.add(tiny_repo())
+    hub = Hub()
+    seen: list[DownloadStatus] = []
+    clicked = threading.Event()
+
+    def on_change(status: DownloadStatus) -> None:
+        seen.append(status)
+        if status.state is State.DOWNLOADING and not clicked.is_set():
+            clicked.set()  # Pause then Resume, before the transfer has asked for a byte
+            queue.pause(status.id)
+            queue.resume(status.id)
+
+    queue = make_queue(on_change, report_interval=0.0)
+    queue.add([remote_of(hub, repo, "Tiny-F16.gguf")])
+    assert queue.wait(20)
+    states = [s.state for s in seen]
+    assert states[-1] is State.DONE
+    # It went back to downloading (and said so) rather than going on unseen as "waiting".
+    after_resume = states[states.index(State.QUEUED, 2) :]
+    assert State.DOWNLOADING in after_resume
+    assert any(s.state is State.DOWNLOADING and s.done > 0 for s in seen)

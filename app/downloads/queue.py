@@ -266,7 +266,7 @@ class DownloadQueue:
             self._thread = threading.Thread(target=self._work, name="downloads", daemon=True)
             self._thread.start()
 
-    def _next(self) -> _Download | RemoteFile | None:
+    def _next(self) -> tuple[_Download, threading.Event] | RemoteFile | None:
         with self._lock:
             if self._closed:
                 return None
@@ -275,7 +275,9 @@ class DownloadQueue:
             for download in self._downloads.values():
                 if download.status.state is State.QUEUED:
                     download.status = replace(download.status, state=State.DOWNLOADING)
-                    return download
+                    # This run's stop, taken with the state: a Pause (and a Resume) from now
+                    # on sets it, even before the transfer starts.
+                    return download, download.stop
             self._thread = None  # nothing left: the next add starts a new thread
             return None
 
@@ -284,17 +286,17 @@ class DownloadQueue:
             if isinstance(item, RemoteFile):
                 discard(self.folder, item.name)
                 continue
-            self.on_change(item.status)
+            download, stop = item
+            self.on_change(download.status)
             if self._client is None:
                 self._client = httpx.Client(trust_env=True, follow_redirects=True)
-            self._run(item, self._client)
+            self._run(download, stop, self._client)
         with self._lock:
             client, closed = self._client, self._closed
         if closed and client is not None:
             client.close()
 
-    def _run(self, download: _Download, client: httpx.Client) -> None:
-        stop = download.stop
+    def _run(self, download: _Download, stop: threading.Event, client: httpx.Client) -> None:
         before = 0
         path: Path | None = None
         try:

@@ -19,7 +19,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.downloads.errors import DownloadError
 from app.downloads.estimate import Assessment, Fit, assess, machine_memory
 from app.downloads.files import ModelChoice, size_text
-from app.downloads.hub import Hub, ModelSearch, RepoListing, RepoSummary, Sort, save_token
+from app.downloads.hub import Hub, ModelSearch, RepoListing, RepoSummary, save_token
+from app.downloads.hub import Sort as Sort  # the window names the orders by it
 from app.downloads.queue import DownloadQueue, DownloadStatus, State
 from app.downloads.transfer import RemoteFile
 from app.flow.words import say, say_sentence
@@ -329,6 +330,7 @@ class HubDownloads(QObject):
             text += " · " + say(QT_TRANSLATE_NOOP("Floodgate", "{n} waiting"), n=waiting)
         return text
 
+    @Slot()
     def close(self) -> None:
         """Stop the running download (kept for a resume) and let its thread end."""
         self.queue.close(timeout=1.0)
