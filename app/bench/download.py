@@ -4,7 +4,8 @@ Both read one file from the fake Hub on loopback (app/bench/fake_hub.py, served 
 ``sendfile``) and write it to disk, in interleaved pairs. Floodgate's side is what the window
 runs (:class:`HubDownloads`): the download queue on its thread, computing the sha256 as the
 bytes arrive, syncing the file, checking it and moving it into the models folder, its rows
-crossing to the UI thread by signal. A 5 ms heartbeat measures the loop's lag meanwhile.
+crossing to the UI thread by signal to the model library's Hub tab, shown. A 5 ms heartbeat
+measures the loop's lag meanwhile.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from app.bench.stats import interleaved_pairs, summary
 from app.defaults import N_CTX
 from app.downloads.transfer import RemoteFile
 from app.flow.hub_downloads import DownloadRow, HubDownloads
+from app.ui.dialogs.model_library import ModelLibrary
 
 _NAME = "Bench-Q4_0.gguf"
 _BLOCK = 1024 * 1024
@@ -96,8 +98,12 @@ async def download(setup: Setup) -> dict[str, Any]:
         with FakeHub() as hub, httpx.Client(trust_env=True) as client:
             repo = hub.add(FakeRepo("bench/Bench-GGUF", {_NAME: FakeFile(source=source)}))
             remote = RemoteFile(hub.url, repo.repo_id, repo.sha, _NAME, size, sha256)
-            # One for the whole run, as the window keeps one for its life.
+            # One for the whole run, as the window keeps one for its life; the library's Hub
+            # tab is open, so its table and progress bar follow every report.
             downloads = HubDownloads(root / "models", n_ctx=N_CTX)
+            library = ModelLibrary(None, hub=downloads)
+            library.tabs.setCurrentIndex(1)
+            library.show()
 
             async def plain() -> float:
                 return await asyncio.to_thread(_plain, client, remote.url, root / "plain.bin")
@@ -112,6 +118,7 @@ async def download(setup: Setup) -> dict[str, Any]:
                     )
             finally:
                 downloads.close()
+                library.deleteLater()
     figures = pairs["plain"].figures("plain")
     return {
         "mib": setup.plan.download_mib,
