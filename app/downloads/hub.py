@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeVar
+from urllib.parse import quote
 
 import httpx
 import httpx2
@@ -58,6 +59,11 @@ T = TypeVar("T")
 def hub_endpoint() -> str:
     """The Hub's address: ``$HF_ENDPOINT`` (a mirror) or huggingface.co, read now."""
     return (os.environ.get(ENDPOINT_VARIABLE) or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def resolve_url(endpoint: str, repo_id: str, revision: str, path: str) -> str:
+    """The address of a file of a repository at one revision (what the Hub serves it at)."""
+    return f"{endpoint}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
 
 
 def _token_key(endpoint: str) -> str:
@@ -200,9 +206,7 @@ class Hub:
 
     def file_url(self, repo_id: str, revision: str, path: str) -> str:
         """Where a file of a repository is downloaded from, at one commit."""
-        from urllib.parse import quote
-
-        return f"{self.endpoint}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
+        return resolve_url(self.endpoint, repo_id, revision, path)
 
     def probe(self) -> None:
         """Raise :class:`DownloadError` unless the Hub answers at all, within seconds.

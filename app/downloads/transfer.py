@@ -31,13 +31,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from app.downloads.errors import DownloadError
 from app.downloads.files import local_name, safe_repo_id, size_text
-from app.downloads.hub import USER_AGENT, refused
+from app.downloads.hub import USER_AGENT, refused, resolve_url
 from app.engine.errors import ModelLoadError
 from app.engine.model_file import check_model_file
 from app.sentence import QT_TRANSLATE_NOOP
@@ -93,8 +93,7 @@ class RemoteFile:
     @property
     def url(self) -> str:
         """Where the file is downloaded from, at exactly its revision."""
-        revision = quote(self.revision, safe="")
-        return f"{self.endpoint}/{self.repo_id}/resolve/{revision}/{quote(self.path)}"
+        return resolve_url(self.endpoint, self.repo_id, self.revision, self.path)
 
     @classmethod
     def from_record(cls, data: object) -> RemoteFile | None:
@@ -165,21 +164,13 @@ def _write_record(record: Path, remote: RemoteFile) -> None:
     os.replace(temporary, record)
 
 
-def _file_sha256(path: Path, stop: threading.Event, length: int | None = None) -> str:
-    """The sha256 of ``path`` (of its first ``length`` bytes), stopping when ``stop`` is set."""
-    hasher = hashlib.sha256()
-    left = length
+def _hash_file(path: Path, hasher: hashlib._Hash, stop: threading.Event) -> None:
+    """Feed ``path``'s bytes to ``hasher``, stopping when ``stop`` is set."""
     with path.open("rb") as f:
-        while left is None or left > 0:
-            block = f.read(_HASH_BLOCK if left is None else min(_HASH_BLOCK, left))
-            if not block:
-                break
+        while block := f.read(_HASH_BLOCK):
             if stop.is_set():
                 raise StoppedError
             hasher.update(block)
-            if left is not None:
-                left -= len(block)
-    return hasher.hexdigest()
 
 
 class _RetryError(Exception):
@@ -272,7 +263,7 @@ class FileTransfer:
         """A file of this name is in the folder: it is this one (verified), or it is kept."""
         if (
             self.final.stat().st_size == self.remote.size
-            and _file_sha256(self.final, self.stop) == self.remote.sha256
+            and self._sha256_of(self.final) == self.remote.sha256
         ):
             self.done = self.remote.size
             self.on_progress(self.done)
@@ -286,6 +277,11 @@ class FileTransfer:
             name=self.remote.name,
             folder=self.folder,
         )
+
+    def _sha256_of(self, path: Path) -> str:
+        hasher = hashlib.sha256()
+        _hash_file(path, hasher, self.stop)
+        return hasher.hexdigest()
 
     def _resume_point(self) -> None:
         """Continue from the partial file when its record is for this very file, else anew."""
@@ -305,11 +301,7 @@ class FileTransfer:
         if self.done:
             # The bytes on disk are what counts (a write cut short by a full disk included).
             self._hasher = hashlib.sha256()
-            with self.part.open("rb") as f:
-                while block := f.read(_HASH_BLOCK):
-                    if self.stop.is_set():
-                        raise StoppedError
-                    self._hasher.update(block)
+            _hash_file(self.part, self._hasher, self.stop)
 
     def _start_over(self) -> None:
         self.part.write_bytes(b"")
