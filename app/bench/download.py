@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from PySide6.QtCore import Qt
 
 from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo, gguf_bytes
 from app.bench.measure import heartbeat
@@ -103,8 +102,6 @@ async def download(setup: Setup) -> dict[str, Any]:
             # tab is open, so its table and progress bar follow every report.
             downloads = HubDownloads(root / "models", n_ctx=N_CTX)
             library = ModelLibrary(None, hub=downloads)
-            # Its end must not count as the app's last window closing (which ends the run).
-            library.setAttribute(Qt.WidgetAttribute.WA_QuitOnClose, False)
             library.tabs.setCurrentIndex(1)
             library.show()
 
