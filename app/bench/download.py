@@ -5,12 +5,13 @@ Both read one file from the fake Hub on loopback (app/bench/fake_hub.py, served 
 runs (:class:`HubDownloads`): the download queue on its thread, computing the sha256 as the
 bytes arrive, syncing the file, checking it and moving it into the models folder, its rows
 crossing to the UI thread by signal to the model library's Hub tab, shown. A 5 ms heartbeat
-measures the loop's lag meanwhile.
+measures the loop's lag while Floodgate downloads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import statistics
@@ -22,12 +23,12 @@ from typing import Any
 import httpx
 
 from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo, gguf_bytes
-from app.bench.measure import heartbeat
 from app.bench.plan import Setup
 from app.bench.stats import interleaved_pairs, summary
 from app.defaults import N_CTX
 from app.downloads.transfer import RemoteFile
 from app.flow.hub_downloads import DownloadRow, HubDownloads
+from app.flow.metrics import Distribution, watch_loop_lag
 from app.ui.dialogs.model_library import ModelLibrary
 
 _NAME = "Bench-Q4_0.gguf"
@@ -108,14 +109,21 @@ async def download(setup: Setup) -> dict[str, Any]:
             async def plain() -> float:
                 return await asyncio.to_thread(_plain, client, remote.url, root / "plain.bin")
 
+            lag = Distribution()  # the loop's lateness while Floodgate downloads (only then)
+
             async def floodgate() -> float:
-                return await _floodgate(downloads, remote)
+                watch = asyncio.ensure_future(watch_loop_lag(lag))
+                try:
+                    return await _floodgate(downloads, remote)
+                finally:
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watch
 
             try:
-                async with heartbeat() as lag:
-                    pairs = await interleaved_pairs(
-                        setup.plan.download_pairs, {"plain": plain}, floodgate, setup.log
-                    )
+                pairs = await interleaved_pairs(
+                    setup.plan.download_pairs, {"plain": plain}, floodgate, setup.log
+                )
             finally:
                 downloads.close()
                 library.deleteLater()
