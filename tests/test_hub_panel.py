@@ -149,8 +149,10 @@ def test_the_status_line_shows_a_download_and_the_library_gets_the_model(
         label = window.status_line.downloads_label
         run_until(loop, lambda: label.isVisible() and "Tiny-F16.gguf: Downloading" in label.text())
         run_until(loop, lambda: not label.isVisible(), timeout=20)
+        [row] = hub.rows.values()
+        assert (row.state, row.sentence) == ("done", "")
         final = hub.folder / "Tiny-F16.gguf"
-        run_until(loop, lambda: final.resolve() in library.paths())
+        run_until(loop, lambda: final.resolve() in library.paths(), timeout=20)
     finally:
         window.close()
         loop.run_until_complete(session.close())

@@ -110,3 +110,35 @@ def test_pull_without_a_name_takes_the_recommended_and_says_what_it_did(
     _, err = child.communicate(timeout=60)
     assert child.returncode == 1
     assert "The Hub has no repository tester/Nothing-GGUF." in err
+
+
+def test_pull_goes_through_the_proxy_the_environment_names(
+    fake_hub: FakeHub, floodgate_home: Path
+) -> None:
+    fake_hub.add(tiny_repo())
+    env = {
+        **os.environ,
+        "FLOODGATE_HOME": str(floodgate_home),
+        # No such host: only through the proxy (the fake Hub, answering as a proxy) is it there.
+        "HF_ENDPOINT": "http://hub.invalid",
+        "HTTP_PROXY": fake_hub.url,
+    }
+    for name in ("HF_TOKEN", "NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "pull", "tester/Tiny-GGUF:Q2_K"],
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (floodgate_home / "models" / "Tiny-Q2_K.gguf").is_file()
+    asked = {r.path for r in fake_hub.requests if r.proxied}
+    # The search API (huggingface_hub's client) and the file (Floodgate's) both went through it.
+    assert "/api/models/tester/Tiny-GGUF" in asked
+    assert any(
+        p.endswith("/resolve/" + fake_hub.repos["tester/Tiny-GGUF"].sha + "/Tiny-Q2_K.gguf")
+        for p in asked
+    )

@@ -6,7 +6,9 @@ file tree (sizes, LFS sha256, paged the same way), and ``HEAD``/``GET`` on
 ``/{repo}/resolve/{revision}/{file}`` with ``ETag``, ``X-Repo-Commit``, ``Content-Length``
 and ranges (206). Gated repositories refuse requests without their token (401, with the
 Hub's ``X-Error-Code``). :class:`Faults` makes it misbehave on purpose: ignore ranges, drop
-the connection or stall mid-file, send wrong bytes, or send slowly.
+the connection or stall mid-file, send wrong bytes, or send slowly. It also answers as an
+HTTP proxy would (an absolute address in the request line), so a test can name it in
+``HTTP_PROXY`` with an endpoint that resolves nowhere.
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ class Request:
     path: str
     range: str | None
     authorized: bool
+    proxied: bool = False
+    """Asked as a proxy is asked (an absolute address in the request line)."""
 
 
 class FakeHub:
@@ -232,7 +236,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(split.path)
         query = parse_qs(split.query)
         authorization = self.headers.get("Authorization", "")
-        self.hub.log(Request(self.command, path, self.headers.get("Range"), bool(authorization)))
+        proxied = bool(split.scheme)  # an absolute address: asked as a proxy
+        self.hub.log(
+            Request(self.command, path, self.headers.get("Range"), bool(authorization), proxied)
+        )
         try:
             if path == "/" or path == "":
                 self._json(200, {"hub": "fake"}, head=head)
