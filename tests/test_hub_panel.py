@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import keyring
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QProgressBar
+from PySide6.QtWidgets import QLineEdit, QProgressBar
 from pytestqt.qtbot import QtBot
 
 from app.bench.fake_hub import FakeHub, FakeRepo
@@ -21,6 +22,7 @@ from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
 from tests.hub_repos import tiny_repo
 from tests.test_appearance import Saved
+from tests.test_secrets import MemoryKeyring
 
 
 @pytest.fixture
@@ -112,6 +114,37 @@ def test_pause_resume_and_cancel_from_the_buttons(
     assert not panel.cancel_button.isEnabled()
     assert downloads.queue.wait(10)
     assert not any((downloads.folder / ".downloads").iterdir())
+
+
+def test_a_gated_repository_takes_a_token_from_the_panel(
+    qtbot: QtBot, loop: Loop, fake_hub: FakeHub, downloads: HubDownloads
+) -> None:
+    fake_hub.add(tiny_repo("meta/Gated-GGUF", gated=True, token="hf_secret"))
+    before = keyring.get_keyring()
+    keyring.set_keyring(MemoryKeyring())
+    try:
+        panel = HubPanel(downloads)
+        qtbot.addWidget(panel)
+        search(loop, panel, "Gated")
+        assert cell(panel.results, 0, 0) == "meta/Gated-GGUF  (gated)"
+        panel.results.selectRow(0)
+        run_until(loop, lambda: panel.choices.rowCount() == 4)
+        assert "gated: accept its terms" in panel.repo_facts.text()
+        assert "HTTP 401" in panel.repo_facts.text()  # its header could not be read yet
+
+        panel.token_button.click()
+        dialog = panel.token_dialog
+        assert dialog is not None
+        assert dialog.textEchoMode() == QLineEdit.EchoMode.Password
+        dialog.setTextValue(" hf_secret ")
+        dialog.accept()
+        run_until(loop, lambda: "HTTP 401" not in panel.repo_facts.text())
+        assert keyring.get_password("Floodgate", f"hub token {fake_hub.url}") == "hf_secret"
+        panel.choices.selectRow(0)
+        panel.download_button.click()
+        run_until(loop, lambda: "Downloaded" in cell(panel.transfers, 0, 2), timeout=20)
+    finally:
+        keyring.set_keyring(before)
 
 
 def test_an_unreachable_hub_is_said_in_the_panel(

@@ -160,6 +160,7 @@ class HubPanel(QWidget):
         self._rows: dict[int, int] = {}
         """A download's id -> its row in :attr:`transfers`."""
         self._view: RepoView | None = None
+        self.token_dialog: QInputDialog | None = None
         downloads.changed.connect(self.show_download)
         for row in downloads.rows.values():
             self.show_download(row)
@@ -287,17 +288,20 @@ class HubPanel(QWidget):
 
     @Slot()
     def _ask_token(self) -> None:
-        token, ok = QInputDialog.getText(
-            self,
-            self.tr("Hugging Face access token"),
+        # Opened, not exec()'d: a nested event loop would run the app's tasks inside it.
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle(self.tr("Hugging Face access token"))
+        dialog.setLabelText(
             self.tr(
                 "A token lets Floodgate download gated and private models you have access "
                 "to. It is kept in the system keyring."
-            ),
-            QLineEdit.EchoMode.Password,
+            )
         )
-        if ok:
-            self._spawn(self._keep_token(token.strip()))
+        dialog.setTextEchoMode(QLineEdit.EchoMode.Password)
+        dialog.textValueSelected.connect(lambda token: self._spawn(self._keep_token(token.strip())))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        self.token_dialog = dialog
 
     async def _keep_token(self, token: str) -> None:
         kept = await self.downloads.keep_token(token)
