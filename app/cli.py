@@ -1,4 +1,4 @@
-"""The ``floodgate`` command: the app, or a subcommand (``bench``, ``soak``, ``serve``)."""
+"""``floodgate``: the app, or a subcommand (``bench``, ``soak``, ``serve``, ``pull``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.soak.cli import main as soak
 
         return soak(args[1:])
+    if args[:1] == ["pull"]:
+        from app.pull import main as pull
+
+        return pull(args[1:])
     from app.main import main as floodgate
 
     return floodgate(args)

@@ -73,9 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
             "                    (floodgate soak --help)\n"
             "  floodgate serve   an OpenAI-compatible API over a model, without a window\n"
             "                    (floodgate serve --help)\n\n"
+            "  floodgate pull REPO[:FILE or QUANT]\n"
+            "                    download a GGUF model from the Hugging Face Hub, resumable\n"
+            "                    (floodgate pull --help)\n\n"
             "environment:\n"
             "  FLOODGATE_HOME    the data directory (history, preferences, prompt cache)\n"
-            "  FLOODGATE_MODEL   the model opened when --model is not given"
+            "  FLOODGATE_MODEL   the model opened when --model is not given\n"
+            "  HF_ENDPOINT       the Hugging Face Hub or a mirror of it (floodgate pull)\n"
+            "  HTTPS_PROXY       a proxy for the Hub"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

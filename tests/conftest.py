@@ -19,6 +19,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.bench.fake_hub import FakeHub
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import ChatSession
 from app.store.paths import DEFAULT_MODEL
@@ -112,3 +113,16 @@ def model_path() -> Path:
     if not DEFAULT_MODEL.is_file():
         pytest.fail(f"{DEFAULT_MODEL} is missing: run `make test`, which fetches it")
     return DEFAULT_MODEL
+
+
+@pytest.fixture
+def fake_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """The fake Hugging Face Hub on 127.0.0.1 (pages of 3), named by ``HF_ENDPOINT``.
+
+    No real Hub is ever asked: ``HF_ENDPOINT`` points at it, and no token of the machine's
+    is sent (``HF_TOKEN`` is cleared).
+    """
+    with FakeHub(page_size=3) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield hub

@@ -302,6 +302,15 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert server["ttft_second_turn"]["api_ms"] > 0
     assert server["ttft_second_turn_ratio"] > 0
     assert server["slow_reader"]["worker_paused"] is True
+    fetched = doc["download"]
+    assert fetched["mib"] == plan.download_mib
+    assert fetched["plain_mib_s"] > 0
+    # Both sides read the same file off loopback: off by ten times, one is mis-measured.
+    assert 1 / 10 < fetched["app_mib_s"] / fetched["plain_mib_s"] < 10
+    assert len(fetched["pairs"]) == plan.download_pairs
+    assert min(fetched["pairs"]) <= fetched["ratio_ci"][0] <= fetched["ratio"]
+    assert fetched["ratio"] <= fetched["ratio_ci"][1] <= max(fetched["pairs"])
+    assert is_distribution(fetched["loop_lag_ms"], min_n=10)
 
     prefill = doc["prefill"]
     # Both sides processed the same prompt: the engine counted the tokens the bench gave

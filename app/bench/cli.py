@@ -49,6 +49,9 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     qt = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(qt, QApplication)
+    # As in the app (app/main.py): the run ends when its sections do, not when Qt sees the
+    # last of their windows close (a section's window closing between two others ended it).
+    qt.setQuitOnLastWindowClosed(False)
     setup = Setup(
         model=args.model or default_model_path(),
         plan=Plan.make(args.quick),

@@ -109,6 +109,8 @@ TARGETS: list[Target] = [
     Target("server.loop_lag_ms.p99", "<=", 16.7),
     Target("server.ttft_second_turn_ratio", "<=", 2.0),
     Target("server.slow_reader_rss_mb", "<=", 5.0),
+    Target("download.ratio", ">=", 0.9),
+    Target("download.loop_lag_ms.p99", "<=", 16.7),
 ]
 
 
@@ -137,6 +139,8 @@ class Plan:
         ttft_history_tokens: tokens in the long conversation's history.
         large_chars: the size of the large messages built, cleared and sent.
         slow_reader_seconds: how long the API server's slow reader reads 100 bytes a second.
+        download_pairs: downloads through Floodgate against a plain stream of the same file.
+        download_mib: the size of that file.
     """
 
     pairs: int
@@ -158,6 +162,8 @@ class Plan:
     ttft_history_tokens: int
     large_chars: int
     slow_reader_seconds: float
+    download_pairs: int
+    download_mib: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -183,6 +189,8 @@ class Plan:
                 ttft_history_tokens=100,
                 large_chars=40_000,
                 slow_reader_seconds=3.0,
+                download_pairs=2,
+                download_mib=32,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -206,6 +214,8 @@ class Plan:
             ttft_history_tokens=1_200,
             large_chars=1_000_000,
             slow_reader_seconds=30.0,
+            download_pairs=7,
+            download_mib=256,
         )
 
 

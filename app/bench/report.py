@@ -121,6 +121,14 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         f"{rtp.get('ratio_ci', '')}; remote.stop_ms p50 {rstop['p50']}, p95 {rstop['p95']}, "
         f"max {rstop['max']} (n={rstop['n']})",
     ]
+    fetched = doc.get("download")
+    if fetched:
+        lines.append(
+            f"download ({fetched['mib']} MiB from the fake Hub on loopback): plain httpx stream "
+            f"{fetched['plain_mib_s']} MiB/s, Floodgate {fetched['app_mib_s']} MiB/s, "
+            f"download.ratio {fetched['ratio']} {fetched['ratio_ci']}; loop lag p99 "
+            f"{fetched['loop_lag_ms']['p99']} ms"
+        )
     return lines
 
 

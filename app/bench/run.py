@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication
 
 from app.bench.designs import designs
+from app.bench.download import download
 from app.bench.large_messages import large_messages_apart
 from app.bench.local_api import local_api
 from app.bench.long_reply import long_reply, shapes
@@ -109,6 +110,8 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     server = await remote(setup)
     setup.log("Floodgate as a local API server…")
     local = await local_api(setup)
+    setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
+    fetched = await download(setup)
     setup.log("baselines…")
     hose_pieces = firehose_pieces(setup.plan.firehose_seconds)
     baselines = await designs(
@@ -128,6 +131,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "baselines": baselines,
         "remote": server,
         "server": local,
+        "download": fetched,
         **prompt,
         "machine": machine(setup),
     }

@@ -79,6 +79,13 @@ class _DamagedHeaderError(Exception):
     """The header is not what GGUF says it should be; the message says how (English)."""
 
 
+class HeaderCutShortError(_DamagedHeaderError):
+    """The bytes end before the header does: in a file, damage; in a download, read more."""
+
+    def __init__(self) -> None:
+        super().__init__("it ends in the middle of its header")
+
+
 class _Cursor:
     """Reads little- or big-endian GGUF values from a buffer, never past its end."""
 
@@ -93,7 +100,7 @@ class _Cursor:
     def take(self, n: int) -> int:
         """Advance by ``n`` bytes; returns where they start."""
         if n < 0 or self.pos + n > self.size:
-            raise _DamagedHeaderError("it ends in the middle of its header")
+            raise HeaderCutShortError
         start = self.pos
         self.pos += n
         return start
@@ -143,7 +150,7 @@ class _Cursor:
         elif item_type == _STRING:
             # Each string is at least its length field: a bogus count fails fast.
             if length * self.count_size > self.size - self.pos:
-                raise _DamagedHeaderError("it ends in the middle of its header")
+                raise HeaderCutShortError
             for _ in range(length):
                 self.skip_string()
         else:
@@ -183,6 +190,25 @@ def _parse(data: bytes | mmap.mmap, with_tensors: bool) -> GGUFHeader:
         cursor.take(4 + 8)  # type, offset
         parameters += elements
     return GGUFHeader(version, metadata, tensor_count, parameters)
+
+
+def parse_gguf_header(data: bytes, name: str, *, with_tensors: bool = False) -> GGUFHeader:
+    """Read a GGUF header from the first bytes of a file (a download's, say).
+
+    Raises:
+        HeaderCutShortError: ``data`` ends before the header does; more bytes may complete it.
+        ModelLoadError: the header is damaged, naming ``name`` and how.
+    """
+    try:
+        return _parse(data, with_tensors)
+    except HeaderCutShortError:
+        raise
+    except (_DamagedHeaderError, ValueError, OverflowError, MemoryError) as exc:
+        raise ModelLoadError(
+            QT_TRANSLATE_NOOP("Floodgate", "The header of {name} cannot be read: {reason}"),
+            name=name,
+            reason=str(exc),
+        ) from exc
 
 
 def _read_header(path: Path, with_tensors: bool) -> GGUFHeader:

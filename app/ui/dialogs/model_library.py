@@ -15,11 +15,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from app.engine.model_card import ModelCard, short_count
+from app.flow.hub_downloads import HubDownloads
+from app.ui.dialogs.hub_panel import HubPanel
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -39,6 +42,9 @@ def _plain_tooltip(text: str) -> str:
 class ModelLibrary(QDialog):
     """A table of model files; rows arrive as their headers are read (off the UI thread).
 
+    With ``hub``, a second tab searches the Hugging Face Hub and downloads models; a finished
+    download is added to the table (by the caller, through :meth:`add_card`).
+
     Signals:
         open_requested(Path): Open (or a double-click) on a model.
         add_requested(): Add a file….
@@ -47,11 +53,16 @@ class ModelLibrary(QDialog):
     open_requested = Signal(object)
     add_requested = Signal()
 
-    def __init__(self, current: Path | None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        current: Path | None,
+        parent: QWidget | None = None,
+        hub: HubDownloads | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("modelLibrary")
         self.setWindowTitle(self.tr("Models"))
-        self.resize(900, 360)
+        self.resize(900, 560 if hub is not None else 360)
         self._current = current.resolve() if current else None
         self.table = QTableWidget(0, 7)
         self.table.setHorizontalHeaderLabels(
@@ -88,13 +99,32 @@ class ModelLibrary(QDialog):
         buttons.addStretch(1)
         buttons.addWidget(self.open_button)
         buttons.addWidget(close)
+        local = QWidget()
+        local_layout = QVBoxLayout(local)
+        local_layout.addWidget(self.table, 1)
+        local_layout.addWidget(self.problems)
+        local_layout.addLayout(buttons)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.problems)
-        layout.addLayout(buttons)
+        self.hub_panel: HubPanel | None = None
+        if hub is None:
+            layout.addWidget(local)
+            return
+        self.hub_panel = HubPanel(hub)
+        self.hub_panel.open_requested.connect(self._open_downloaded)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(local, self.tr("On this computer"))
+        self.tabs.addTab(self.hub_panel, self.tr("Hugging Face Hub"))
+        layout.addWidget(self.tabs)
+
+    @Slot(object)
+    def _open_downloaded(self, path: Path) -> None:
+        self.open_requested.emit(path)
+        self.accept()
 
     def add_card(self, card: ModelCard) -> None:
-        """Show one model (the one in use is marked and selected)."""
+        """Show one model (the one in use is marked and selected); each path once."""
+        if card.path.resolve() in {p.resolve() for p in self.paths()}:
+            return
         row = self.table.rowCount()
         self.table.insertRow(row)
         in_use = self._current is not None and card.path.resolve() == self._current

@@ -632,6 +632,10 @@
         <translation>{url} 上的服务器发来的内容不是对话流：{what}</translation>
     </message>
     <message>
+        <source>{name} is downloaded and ready to open.</source>
+        <translation>{name} 已下载，可以打开。</translation>
+    </message>
+    <message>
         <source>There is no system keyring, so the API key is kept only until Floodgate closes.</source>
         <translation>没有系统密钥环，因此 API 密钥只保留到 Floodgate 关闭为止。</translation>
     </message>
@@ -946,6 +950,299 @@
     <message>
         <source>The API server cannot listen on {host}:{port}: {reason}. Another program may use that port; choose another one.</source>
         <translation>API 服务器无法监听 {host}:{port}：{reason}。可能有其他程序正在使用该端口；请换一个端口。</translation>
+        <source>The header of {name} cannot be fetched: HTTP {status}.</source>
+        <translation>无法获取 {name} 的文件头：HTTP {status}。</translation>
+    </message>
+    <message>
+        <source>The header of {name} cannot be fetched: {reason}.</source>
+        <translation>无法获取 {name} 的文件头：{reason}。</translation>
+    </message>
+    <message>
+        <source>The header of {name} is cut short or longer than Floodgate reads.</source>
+        <translation>{name} 的文件头不完整，或超出 Floodgate 读取的长度。</translation>
+    </message>
+    <message>
+        <source>The Hugging Face Hub at {endpoint} cannot be reached ({reason}). Models already on this computer keep working.</source>
+        <translation>无法连接位于 {endpoint} 的 Hugging Face Hub（{reason}）。本机已有的模型仍可使用。</translation>
+    </message>
+    <message>
+        <source>The Hub refused access to {repo} (HTTP {status}): it is gated or private. Open {endpoint}/{repo} in a browser, sign in and accept its terms, then create an access token at {endpoint}/settings/tokens and give it to Floodgate.</source>
+        <translation>Hub 拒绝访问 {repo}（HTTP {status}）：该仓库需要授权或为私有。请在浏览器中打开 {endpoint}/{repo}，登录并接受其条款，然后在 {endpoint}/settings/tokens 创建访问令牌并提供给 Floodgate。</translation>
+    </message>
+    <message>
+        <source>The Hub has no repository {repo}.</source>
+        <translation>Hub 上没有仓库 {repo}。</translation>
+    </message>
+    <message>
+        <source>The Hub has no such version of {repo}.</source>
+        <translation>Hub 上没有 {repo} 的这个版本。</translation>
+    </message>
+    <message>
+        <source>The Hub answered with an error: HTTP {status}.</source>
+        <translation>Hub 返回错误：HTTP {status}。</translation>
+    </message>
+    <message>
+        <source>The Hub at {endpoint} sent an answer Floodgate cannot read.</source>
+        <translation>位于 {endpoint} 的 Hub 返回了 Floodgate 无法读取的应答。</translation>
+    </message>
+    <message>
+        <source>{repo} is not a repository name (owner/name) on the Hub.</source>
+        <translation>{repo} 不是 Hub 上的仓库名（所有者/名称）。</translation>
+    </message>
+    <message>
+        <source>The download of {name} failed: {reason}</source>
+        <translation>{name} 下载失败：{reason}</translation>
+    </message>
+    <message>
+        <source>A different file named {name} is already in {folder}. Move it away to download this one.</source>
+        <translation>{folder} 中已有另一个名为 {name} 的文件。请先将其移走，再下载此文件。</translation>
+    </message>
+    <message>
+        <source>There is not enough free disk space for {name}: it needs {needed} in {folder}, and {free} are free. Free some space, or choose a smaller model.</source>
+        <translation>磁盘空间不足，无法下载 {name}：需要在 {folder} 中有 {needed}，目前可用 {free}。请释放空间，或选择更小的模型。</translation>
+    </message>
+    <message>
+        <source>The Hub has no file {file} in {repo} (HTTP 404).</source>
+        <translation>Hub 上的 {repo} 中没有文件 {file}（HTTP 404）。</translation>
+    </message>
+    <message>
+        <source>The Hub answered HTTP {status} for {file}.</source>
+        <translation>Hub 对 {file} 返回了 HTTP {status}。</translation>
+    </message>
+    <message>
+        <source>{file} cannot be written: {reason}.</source>
+        <translation>无法写入 {file}：{reason}。</translation>
+    </message>
+    <message>
+        <source>The disk is full: the download of {name} stopped at {done} of {size}. What arrived is kept; free some space and resume.</source>
+        <translation>磁盘已满：{name} 的下载停在 {done}/{size}。已下载的部分会保留；请释放空间后继续。</translation>
+    </message>
+    <message>
+        <source>{name} arrived damaged: its sha256 is not the one the Hub lists, so it was deleted. Download it again.</source>
+        <translation>{name} 下载后已损坏：其 sha256 与 Hub 所列不符，已删除。请重新下载。</translation>
+    </message>
+    <message>
+        <source>{name} is not a GGUF model file, though the Hub lists it as one; it was deleted.</source>
+        <translation>{name} 不是 GGUF 模型文件（尽管 Hub 将其列为模型），已删除。</translation>
+    </message>
+    <message>
+        <source>The server sent {got} bytes for {name}, but the Hub lists {size}; the download was deleted.</source>
+        <translation>服务器为 {name} 发送了 {got} 字节，但 Hub 列出的是 {size}；下载已删除。</translation>
+    </message>
+    <message>
+        <source>The download of {name} stalled: no data for {seconds} seconds, {tries} times. What arrived is kept; resume it later.</source>
+        <translation>{name} 的下载停滞：{seconds} 秒内没有数据，共 {tries} 次。已下载的部分会保留；请稍后继续。</translation>
+    </message>
+    <message>
+        <source>The download of {name} failed {tries} times ({reason}). What arrived is kept; resume it later.</source>
+        <translation>{name} 的下载失败了 {tries} 次（{reason}）。已下载的部分会保留；请稍后继续。</translation>
+    </message>
+    <message>
+        <source>fits</source>
+        <translation>可运行</translation>
+    </message>
+    <message>
+        <source>tight</source>
+        <translation>勉强</translation>
+    </message>
+    <message>
+        <source>too large</source>
+        <translation>过大</translation>
+    </message>
+    <message>
+        <source>Waiting</source>
+        <translation>等待中</translation>
+    </message>
+    <message>
+        <source>Downloading</source>
+        <translation>下载中</translation>
+    </message>
+    <message>
+        <source>Paused</source>
+        <translation>已暂停</translation>
+    </message>
+    <message>
+        <source>Downloaded</source>
+        <translation>已下载</translation>
+    </message>
+    <message>
+        <source>Stopped</source>
+        <translation>已停止</translation>
+    </message>
+    <message>
+        <source>Cancelled</source>
+        <translation>已取消</translation>
+    </message>
+    <message>
+        <source>{n} s left</source>
+        <translation>剩余 {n} 秒</translation>
+    </message>
+    <message>
+        <source>{n} min left</source>
+        <translation>剩余 {n} 分钟</translation>
+    </message>
+    <message>
+        <source>{n} h left</source>
+        <translation>剩余 {n} 小时</translation>
+    </message>
+    <message>
+        <source>{done} of {total}</source>
+        <translation>{done} / {total}</translation>
+    </message>
+    <message>
+        <source>{speed}/s</source>
+        <translation>{speed}/秒</translation>
+    </message>
+    <message>
+        <source>{n} waiting</source>
+        <translation>{n} 个等待中</translation>
+    </message>
+</context>
+<context>
+    <name>HubPanel</name>
+    <message>
+        <source>Search GGUF models on the Hugging Face Hub</source>
+        <translation>在 Hugging Face Hub 上搜索 GGUF 模型</translation>
+    </message>
+    <message>
+        <source>Most downloaded</source>
+        <translation>下载最多</translation>
+    </message>
+    <message>
+        <source>Most liked</source>
+        <translation>点赞最多</translation>
+    </message>
+    <message>
+        <source>Recently updated</source>
+        <translation>最近更新</translation>
+    </message>
+    <message>
+        <source>Search</source>
+        <translation>搜索</translation>
+    </message>
+    <message>
+        <source>Repository</source>
+        <translation>仓库</translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation>下载量</translation>
+    </message>
+    <message>
+        <source>Likes</source>
+        <translation>点赞</translation>
+    </message>
+    <message>
+        <source>Updated</source>
+        <translation>更新时间</translation>
+    </message>
+    <message>
+        <source>More results</source>
+        <translation>更多结果</translation>
+    </message>
+    <message>
+        <source>File</source>
+        <translation>文件</translation>
+    </message>
+    <message>
+        <source>Quantization</source>
+        <translation>量化</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Memory needed</source>
+        <translation>所需内存</translation>
+    </message>
+    <message>
+        <source>Fit</source>
+        <translation>适配</translation>
+    </message>
+    <message>
+        <source>Download</source>
+        <translation>下载</translation>
+    </message>
+    <message>
+        <source>Access token…</source>
+        <translation>访问令牌…</translation>
+    </message>
+    <message>
+        <source>Progress</source>
+        <translation>进度</translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation>暂停</translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation>继续</translation>
+    </message>
+    <message>
+        <source>Cancel download</source>
+        <translation>取消下载</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>打开</translation>
+    </message>
+    <message>
+        <source>Searching…</source>
+        <translation>正在搜索…</translation>
+    </message>
+    <message>
+        <source>No GGUF models match.</source>
+        <translation>没有匹配的 GGUF 模型。</translation>
+    </message>
+    <message>
+        <source>(gated)</source>
+        <translation>（需授权）</translation>
+    </message>
+    <message>
+        <source>Reading {repo}…</source>
+        <translation>正在读取 {repo}…</translation>
+    </message>
+    <message>
+        <source>licence: {licence}</source>
+        <translation>许可证：{licence}</translation>
+    </message>
+    <message>
+        <source>not given</source>
+        <translation>未注明</translation>
+    </message>
+    <message>
+        <source>gated: accept its terms on the Hub and give an access token</source>
+        <translation>需授权：请在 Hub 上接受其条款并提供访问令牌</translation>
+    </message>
+    <message>
+        <source>no GGUF model Floodgate can download</source>
+        <translation>没有 Floodgate 可下载的 GGUF 模型</translation>
+    </message>
+    <message>
+        <source>({n} parts)</source>
+        <translation>（{n} 个分片）</translation>
+    </message>
+    <message>
+        <source>recommended</source>
+        <translation>推荐</translation>
+    </message>
+    <message>
+        <source>Hugging Face access token</source>
+        <translation>Hugging Face 访问令牌</translation>
+    </message>
+    <message>
+        <source>A token lets Floodgate download gated and private models you have access to. It is kept in the system keyring.</source>
+        <translation>令牌让 Floodgate 能下载你有权访问的需授权模型和私有模型。它保存在系统密钥环中。</translation>
+    </message>
+    <message>
+        <source>There is no system keyring, so the token is not kept.</source>
+        <translation>没有系统密钥环，因此不会保存令牌。</translation>
     </message>
 </context>
 <context>
@@ -1092,6 +1389,14 @@
     <message>
         <source>Close</source>
         <translation>关闭</translation>
+    </message>
+    <message>
+        <source>On this computer</source>
+        <translation>本机</translation>
+    </message>
+    <message>
+        <source>Hugging Face Hub</source>
+        <translation>Hugging Face Hub</translation>
     </message>
     <message>
         <source>in use</source>

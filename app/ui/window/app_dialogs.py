@@ -18,6 +18,7 @@ from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
 from app.engine.model_card import find_models, read_model_card
 from app.engine.remote import RemoteEndpoint, RemoteError
+from app.flow.hub_downloads import HubDownloads
 from app.flow.preferences import PreferencesKeeper
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
@@ -53,6 +54,8 @@ class AppDialogs(QObject):
         self._keeper = keeper
         self._command_line = command_line
         self._tasks: set[asyncio.Future[object]] = set()
+        self._hub: HubDownloads | None = None
+        self._library: ModelLibrary | None = None
         window.menus.settings_requested.connect(self.open_settings)
         window.menus.models_requested.connect(self.open_library)
         window.menus.server_requested.connect(self.open_server_dialog)
@@ -86,14 +89,52 @@ class AppDialogs(QObject):
     def open_library(self) -> None:
         """The model library, filled as each file's header is read off the UI thread."""
         session = self._session
-        library = ModelLibrary(session.model.path if session.model else None, self._window)
+        library = ModelLibrary(
+            session.model.path if session.model else None, self._window, self.hub_downloads()
+        )
         library.open_requested.connect(session.open_model)
         library.add_requested.connect(lambda: choose_model_file(self._window, session))
         library.finished.connect(library.deleteLater)
         library.open()
+        self._library = library
         folders = [PROJECT_DIR / "models", data_dir() / "models"]
         recent = [Path(p) for p in self._keeper.preferences.recent_models]
         self._spawn(describe_models(library, folders, recent))
+
+    def hub_downloads(self) -> HubDownloads:
+        """The Hub and the downloads, made when the library first opens.
+
+        Kept for the app's life: downloads go on with the library closed, and the status
+        line shows them.
+        """
+        if self._hub is None:
+            hub = HubDownloads(data_dir() / "models", self._keeper.preferences.settings.n_ctx, self)
+            hub.changed.connect(self._download_moved)
+            hub.finished.connect(self._downloaded)
+            # The running transfer stops with the window; what arrived waits for a resume.
+            self._window.closed.connect(hub.close)
+            self._hub = hub
+            self._spawn(hub.restore())  # what an earlier run left half-way, paused
+        return self._hub
+
+    @Slot(object)
+    def _download_moved(self, _row: object) -> None:
+        if self._hub is not None:
+            self._window.status_line.show_downloads(self._hub.status_text())
+
+    @Slot(object)
+    def _downloaded(self, path: Path) -> None:
+        """A model arrived, verified: it joins the library's table, ready to open."""
+        self._window.statusBar().showMessage(
+            say(
+                QT_TRANSLATE_NOOP("Floodgate", "{name} is downloaded and ready to open."),
+                name=path.name,
+            ),
+            8000,
+        )
+        library = self._library
+        if library is not None and isValid(library):
+            self._spawn(describe_models(library, [], [path]))
 
     @Slot(object)
     def _remember_model(self, info: ModelInfo) -> None:

@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.sidebar = self.conversations.sidebar
         self.sidebar_dock = self.conversations.dock
         self.undo_button = self.conversations.undo_button
+        self.statusBar().addPermanentWidget(self.status_line.downloads_label)
         self.statusBar().addPermanentWidget(self.figures_label)
         self.diagnostics = DiagnosticsPanel(session.metrics)
         self.diagnostics_dock = QDockWidget(self)

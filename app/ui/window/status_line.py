@@ -9,7 +9,11 @@ from app.flow.session import ChatSession
 
 
 class StatusLine(QObject):
-    """The two labels of the status line: :attr:`state_label` and :attr:`figures_label`."""
+    """The labels of the status line: the model's state, the flow's figures, a download.
+
+    :attr:`state_label`, :attr:`figures_label`, and :attr:`downloads_label` (a model
+    downloading from the Hub, shown only while one is).
+    """
 
     def __init__(self, session: ChatSession, parent: QObject) -> None:
         super().__init__(parent)
@@ -19,6 +23,10 @@ class StatusLine(QObject):
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)  # model names, server errors
         self.figures_label = QLabel("")
         self.figures_label.setObjectName("figuresLabel")
+        self.downloads_label = QLabel("")
+        self.downloads_label.setObjectName("downloadsLabel")
+        self.downloads_label.setTextFormat(Qt.TextFormat.PlainText)  # file names from the Hub
+        self.downloads_label.hide()
 
     def retranslate(self) -> None:
         """Word the model's state in the current language."""
@@ -33,6 +41,12 @@ class StatusLine(QObject):
     def show_progress(self, text: str) -> None:
         """Show the prompt's progress; an empty text means it is over."""
         self.state_label.setText(text or self._session.describe_state())
+
+    @Slot(str)
+    def show_downloads(self, text: str) -> None:
+        """Show the download under way ("" hides the label)."""
+        self.downloads_label.setText(text)
+        self.downloads_label.setVisible(bool(text))
 
     @Slot()
     def show_figures(self) -> None:

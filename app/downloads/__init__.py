@@ -1,0 +1,1 @@
+"""Models from the Hugging Face Hub: search, choose what fits, download, resume, verify (no Qt)."""
