@@ -950,6 +950,8 @@
     <message>
         <source>The API server cannot listen on {host}:{port}: {reason}. Another program may use that port; choose another one.</source>
         <translation>API 服务器无法监听 {host}:{port}：{reason}。可能有其他程序正在使用该端口；请换一个端口。</translation>
+    </message>
+    <message>
         <source>The header of {name} cannot be fetched: HTTP {status}.</source>
         <translation>无法获取 {name} 的文件头：HTTP {status}。</translation>
     </message>
