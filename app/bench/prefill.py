@@ -47,7 +47,7 @@ async def prefill(
         quiet = thread.open(setup.model, replace(no_cache, prefill_chunk_seconds=0.0))
 
         def engine_rate(engine: LlamaBackend) -> float:
-            engine.sequence.clear()  # an empty cache, as llama-cpp-python's side gets
+            thread.call(engine.sequence.clear)  # an empty cache, as Llama.eval's side gets
             return thread.reply(engine, messages, ONE_TOKEN, "prefill").prefill_tok_s
 
         try:

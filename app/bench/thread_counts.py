@@ -19,6 +19,7 @@ from app.bench.measure import app_rate, ask
 from app.bench.plan import STORY, Setup
 from app.bench.prefill import prefill_messages
 from app.engine import Backend, ChatMessage, GenerationSettings
+from app.engine.llama import LlamaBackend
 from app.engine.threads import physical_cores
 from app.flow.worker import ThreadReport
 from app.ui.window.main_window import MainWindow
@@ -35,18 +36,31 @@ def _set_threads(window: MainWindow, n_threads: int, n_threads_batch: int) -> No
     window.session.host.with_backend(action)
 
 
-async def app_prefill_rate(window: MainWindow, text: str) -> float:
-    """One prompt sent in the window, one token of reply: the app's prompt tokens per second."""
+def _empty_kv(backend: Backend) -> None:
+    if isinstance(backend, LlamaBackend):
+        backend.sequence.clear()
+
+
+async def app_prefill_rate(window: MainWindow, text: str) -> tuple[float, int]:
+    """The app's prompt tokens per second, and how many it processed, from one prompt sent.
+
+    One prompt sent in the window, one token of reply.
+
+    The KV cache is emptied first (on the worker's thread), as ``Llama.eval``'s is: the
+    engine would otherwise reuse the same prompt sent before in another conversation.
+    """
     session = window.session
+    session.host.with_backend(_empty_kv)
     kept = session.settings
     session.settings = ONE_TOKEN
     try:
         await ask(window, text)
     finally:
         session.settings = kept
-    rate = session.metrics.prefill_rate
+    metrics = session.metrics
+    rate = metrics.prefill_rate
     assert rate is not None, "the prompt was not processed"
-    return rate
+    return rate, metrics.prefill_done - metrics.cached_tokens
 
 
 def _medians(runs: dict[int, list[float]]) -> dict[str, float]:
@@ -67,6 +81,7 @@ async def thread_counts(
     messages = prefill_messages(setup)
     prefill_tokens = loops.prompt_tokens(messages)
     text = messages[0]["content"]
+    processed: list[int] = []
     runs: dict[str, dict[int, list[float]]] = {
         side: {n: [] for n in counts} for side in ("native", "app", "eval", "app_prefill")
     }
@@ -83,7 +98,9 @@ async def thread_counts(
 
     async def app_prefill(n: int) -> float:
         _set_threads(window, chosen.n_threads, n)
-        return await app_prefill_rate(window, text)
+        rate, tokens = await app_prefill_rate(window, text)
+        processed.append(tokens)
+        return rate
 
     sides: list[tuple[str, Callable[[int], Any]]] = [
         ("native", native),
@@ -115,6 +132,7 @@ async def thread_counts(
         "decode_tok_s": decode,
         "prefill_tok_s": prefill,
         "prefill_prompt_tokens": len(prefill_tokens),
+        "prefill_app_processed_tokens": min(processed),
         "native_best": _fastest(decode["native"]),
         "eval_best": _fastest(prefill["eval"]),
         "app": {

@@ -141,7 +141,7 @@ def _kept_in_place(
         for k, name in enumerate((*A_STEPS, "after_restart")):
             reply = thread.reply(engine, script.a_turn(k), _settings(name, tokens), "A")
             expected[name] = reply.text
-        engine.sequence.clear()
+        thread.call(engine.sequence.clear)
         name = "resume_after_prefill_stop"
         expected[name] = thread.reply(engine, script.c, _settings(name, tokens), "C").text
     finally:
