@@ -37,6 +37,7 @@ def _set_threads(window: MainWindow, n_threads: int, n_threads_batch: int) -> No
 
 
 def _empty_kv(backend: Backend) -> None:
+    backend.clear_cache()  # the prompt cache would restore the same prompt kept before
     if isinstance(backend, LlamaBackend):
         backend.sequence.clear()
 
@@ -46,8 +47,9 @@ async def app_prefill_rate(window: MainWindow, text: str) -> tuple[float, int]:
 
     One prompt sent in the window, one token of reply.
 
-    The KV cache is emptied first (on the worker's thread), as ``Llama.eval``'s is: the
-    engine would otherwise reuse the same prompt sent before in another conversation.
+    The KV cache and the prompt cache are emptied first (on the worker's thread), as
+    ``Llama.eval``'s cache is: the engine would otherwise reuse the same prompt sent before in
+    another conversation.
     """
     session = window.session
     session.host.with_backend(_empty_kv)
