@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -23,10 +24,17 @@ import pytest
 from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Plan, Target
 from app.bench.report import NOISY, verdict
 from app.bench.stats import Pairs, interleaved_pairs, median_ci
+from app.bench.ttft import SHORT_REPLY
 from tests.conftest import Loop
 
 DIST_KEYS = {"p50", "p95", "p99", "max", "n"}
-TTFT_STEPS = ("cold", "same_conversation", "switch_back", "after_restart")
+TTFT_STEPS = (
+    "cold",
+    "same_conversation",
+    "follow_up_after_long_reply",
+    "switch_back",
+    "after_restart",
+)
 
 
 def is_distribution(value: object, *, min_n: int = 1) -> bool:
@@ -200,6 +208,57 @@ def test_a_shape_over_its_time_cap_is_still_measured_at_its_end(
 
 
 @pytest.mark.model
+def test_the_bench_engines_are_called_from_one_thread(model_path: Path) -> None:
+    """A section's engines are opened, driven and closed on its engine thread, never here."""
+    from app.bench.engine_drive import EngineThread
+    from app.engine import EngineOptions, GenerationSettings
+
+    options = EngineOptions(n_threads=1, n_threads_batch=1, cache_ram_mb=0)
+    with EngineThread() as thread:
+        engine = thread.open(model_path, options)
+        try:
+            reply = thread.reply(
+                engine,
+                [{"role": "user", "content": "Name a colour."}],
+                GenerationSettings(temperature=0.0, max_tokens=4),
+                "a",
+            )
+        finally:
+            thread.close(engine)
+    assert reply.text
+    assert reply.ttft_ms > 0
+    assert len(engine.calling_threads) == 1
+    assert threading.get_ident() not in engine.calling_threads
+
+
+@pytest.mark.model
+def test_the_references_run_in_a_bare_child_process(model_path: Path) -> None:
+    """llama-cpp-python's loops run in a child that imports no Qt, at the counts asked for."""
+    import llama_cpp
+
+    from app.bench.bare import BareLoops
+    from app.engine import EngineOptions
+
+    loops = BareLoops(model_path, EngineOptions(), max_tokens=8)
+    try:
+        assert loops.pid != os.getpid()
+        assert loops.qt_loaded is False
+        tokens = loops.prompt_tokens([{"role": "user", "content": "Name a colour."}])
+        assert len(tokens) > 5
+        vocab = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+        assert loops.count_tokens("hello world") == len(vocab.tokenize(b"hello world", False))
+        assert loops.native_run(tokens, 1) > 0
+        rate, pieces = loops.raw_run([{"role": "user", "content": "Name a colour."}], 1)
+        assert rate > 0
+        assert "".join(pieces)
+        assert loops.prefill_run(tokens, 1) > 0
+        with pytest.raises(RuntimeError, match="unknown request"):
+            loops._ask({"do": "nothing"})
+    finally:
+        loops.close()
+
+
+@pytest.mark.model
 def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
@@ -216,7 +275,7 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1200,  # a guard against a hang: a 2-core machine shared with other work is slow
         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
     )
     assert proc.returncode == 0, proc.stderr
@@ -227,14 +286,36 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     doc = json.loads(out.read_text())
     plan = Plan.make(quick=True)
 
+    threads = doc["threads"]
+    counts = threads["counts"]
+    assert counts == list(range(1, threads["physical_cores"] + 1))
+    for table in (*threads["decode_tok_s"].values(), *threads["prefill_tok_s"].values()):
+        assert sorted(table) == [str(n) for n in counts]
+        assert all(0 < rate < 100_000 for rate in table.values())
+    assert set(threads["decode_tok_s"]) == {"native", "app"}
+    assert set(threads["prefill_tok_s"]) == {"eval", "app"}
+    app = threads["app"]
+    # The worker measured its decode threads as for a user, at every count, and chose one.
+    assert app["source"] == "measured"
+    assert sorted(app["rates"]) == [str(n) for n in counts]
+    assert app["n_threads"] in counts
+    assert app["n_threads_batch"] == threads["physical_cores"]
+    assert threads["native_best"] in counts
+    assert threads["eval_best"] in counts
+    assert threads["bare_child"]["qt_loaded"] is False  # the references ran without Qt
+    # The app processed the whole prompt each time (none of it reused from the run before).
+    assert threads["prefill_app_processed_tokens"] >= threads["prefill_prompt_tokens"] - 2
+
     tp = doc["throughput"]
-    for key in ("raw_tok_s", "native_tok_s", "app_tok_s"):
+    for key in ("raw_tok_s", "native_tok_s", "best_native_tok_s", "app_tok_s"):
         assert 1 < tp[key] < 10_000, key
     # The three decode the same model the same way: a rate off by a factor of three is a
     # mis-measured one (characters counted as tokens, prompt processing timed as decoding).
     assert 1 / 3 < tp["app_tok_s"] / tp["raw_tok_s"] < 3
     assert 1 / 3 < tp["native_tok_s"] / tp["raw_tok_s"] < 3
-    for prefix in ("", "native_"):
+    assert tp["app_threads"] == app["n_threads"]
+    assert tp["best_native_threads"] == threads["native_best"]
+    for prefix in ("", "native_", "best_native_"):
         pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
         low, high = tp[f"{prefix}ratio_ci"]
         assert len(pairs) == plan.pairs
@@ -316,8 +397,14 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     # Both sides processed the same prompt: the engine counted the tokens the bench gave
     # llama-cpp-python.
     assert prefill["prompt_tokens"] == prefill["engine_prompt_tokens"] > 20
-    assert 1 / 3 < prefill["ratio"] < 3
-    assert len(prefill["pairs"]) == plan.prefill_pairs
+    assert prefill["prompt_tokens"] == threads["prefill_prompt_tokens"]
+    assert prefill["threads_batch"] == app["n_threads_batch"]
+    assert prefill["best_eval_threads"] == threads["eval_best"]
+    for prefix in ("", "best_"):
+        assert 1 / 3 < prefill[f"{prefix}ratio"] < 3
+        assert len(prefill[f"{prefix}pairs"]) == plan.prefill_pairs
+        low, high = prefill[f"{prefix}ratio_ci"]
+        assert low <= prefill[f"{prefix}ratio"] <= high
 
     ttft = doc["ttft_ms"]
     tokens = [ttft[step]["prompt_tokens"] for step in TTFT_STEPS]
@@ -328,6 +415,11 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         assert ttft["without_cache"][step]["ms"] > 0, step
     # Conversation A's follow-up reuses the prompt it extends.
     assert ttft["same_conversation"]["cached_tokens"] >= tokens[0] // 2
+    # The follow-up after the long reply does not process that reply again: the reply's
+    # tokens are among those already in the cache.
+    assert ttft["long_reply_tokens"] > SHORT_REPLY
+    after_long = ttft["follow_up_after_long_reply"]
+    assert after_long["cached_tokens"] >= tokens[1] + ttft["long_reply_tokens"] // 2
     resume = ttft["resume_after_prefill_stop"]
     assert 0 < resume["stopped_at_tokens"] < resume["prompt_tokens"]
     assert 1 / 3 < ttft["prefill_progress_cost"] < 3

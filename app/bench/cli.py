@@ -34,8 +34,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--threads",
         type=int,
-        default=physical_cores(),
-        help="compute threads (default: every physical core)",
+        default=0,
+        help="decode and prompt threads (default: as the app chooses: decode threads measured "
+        f"by its worker, prompts on every physical core, {physical_cores()} here)",
     )
     parser.add_argument(
         "--trace", type=Path, default=None, help="record the whole run as a flow trace here"

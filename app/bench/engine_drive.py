@@ -1,22 +1,30 @@
 """Driving the llama.cpp engine directly, as the worker does, without the app around it.
 
 The prompt-processing figures (time to first token, prefill rates) are the engine's: a
-``LlamaBackend.stream_reply`` run on a thread of its own, with the main thread free to watch
-its report and press Stop in the middle of prompt processing.
+``LlamaBackend.stream_reply`` run on an :class:`EngineThread`, with the main thread free to
+watch its report and press Stop in the middle of prompt processing. As in the app, one thread
+opens, drives and closes the engines: llama.cpp's OpenMP build keeps a team of threads per
+calling thread, and a second caller slows decoding (ARCHITECTURE.md, "Measured facts"). The
+thread ends with its section, and its team with it.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
 
-from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
-from app.engine.llama import LlamaBackend
+from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
+from app.engine.llama import LlamaBackend, open_llama
 from app.trace import TRACE
+
+T = TypeVar("T")
 
 _VOCABULARY = (
     "river stone garden letter window harbour lantern mountain valley market story kitchen "
@@ -81,37 +89,69 @@ class Reply:
         return processed / seconds if seconds > 0 and processed > 0 else math.nan
 
 
-def reply_on_thread(
-    backend: LlamaBackend,
-    messages: list[ChatMessage],
-    settings: GenerationSettings,
-    conversation: str,
-    stop_when: Callable[[GenerationReport], bool] | None = None,
-) -> Reply:
-    """Run ``stream_reply`` on a thread; Stop once ``stop_when(report)`` holds, if given."""
-    stop = StopSignal()
-    report = GenerationReport()
-    pieces: list[str] = []
-    first: list[float] = []
+class EngineThread:
+    """The one thread that opens, drives and closes the engines of a section, as the worker.
 
-    def work() -> None:
-        TRACE.name_thread("bench engine")  # the engine's spans, when the run is recorded
-        for piece in backend.stream_reply(
-            messages, settings, stop, report, conversation=conversation
-        ):
-            if not first:
-                first.append(time.perf_counter())
-            pieces.append(piece)
+    Use as a context manager: the thread ends (and llama.cpp's threads with it) on leaving.
+    """
 
-    began = time.perf_counter()
-    thread = threading.Thread(target=work, name="bench engine")
-    thread.start()
-    stopped_at = 0
-    if stop_when is not None:
-        while thread.is_alive() and not stop_when(report):
-            time.sleep(0.001)
-        stopped_at = report.prefill_done
-        stop.set()
-    thread.join()
-    ttft = (first[0] - began) * 1000 if first else math.nan
-    return Reply("".join(pieces), ttft, report, stopped_at)
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench engine")
+        self._pool.submit(TRACE.name_thread, "bench engine").result()
+
+    def __enter__(self) -> EngineThread:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._pool.shutdown(wait=True)
+
+    def call(self, action: Callable[[], T]) -> T:
+        """Run ``action`` on the thread and wait for its result."""
+        return self._pool.submit(action).result()
+
+    def open(self, model: Path, options: EngineOptions) -> LlamaBackend:
+        """Open ``model`` on the thread."""
+        return self.call(lambda: open_llama(model, options))
+
+    def close(self, backend: LlamaBackend) -> None:
+        """Free ``backend`` on the thread."""
+        self.call(backend.close)
+
+    def reply(
+        self,
+        backend: LlamaBackend,
+        messages: list[ChatMessage],
+        settings: GenerationSettings,
+        conversation: str,
+        stop_when: Callable[[GenerationReport], bool] | None = None,
+    ) -> Reply:
+        """Run ``stream_reply`` on the thread; Stop once ``stop_when(report)`` holds, if given."""
+        stop = StopSignal()
+        report = GenerationReport()
+        pieces: list[str] = []
+        first: list[float] = []
+
+        def work() -> None:
+            for piece in backend.stream_reply(
+                messages, settings, stop, report, conversation=conversation
+            ):
+                if not first:
+                    first.append(time.perf_counter())
+                pieces.append(piece)
+
+        began = time.perf_counter()
+        done = self._pool.submit(work)
+        stopped_at = 0
+        if stop_when is not None:
+            while not done.done() and not stop_when(report):
+                time.sleep(0.001)
+            stopped_at = report.prefill_done
+            stop.set()
+        done.result()
+        ttft = (first[0] - began) * 1000 if first else math.nan
+        return Reply("".join(pieces), ttft, report, stopped_at)

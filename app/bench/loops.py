@@ -7,7 +7,9 @@
 - prompt processing: llama-cpp-python's ``Llama.eval`` of the templated prompt's tokens on an
   empty cache, in ``n_batch`` chunks, as it does before every reply.
 
-All three share one ``Llama`` opened with the app's options (context, threads, batch).
+All three share one ``Llama`` opened with the app's context and batch; the thread counts are
+set before each run. They run in a bare child process (:mod:`app.bench.bare`), never beside
+the app's worker.
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ class LlamaLoops:
         self.llm = llama_cpp.Llama(
             model_path=str(model),
             n_ctx=options.n_ctx,
-            n_threads=options.n_threads,
-            n_threads_batch=options.n_threads_batch or options.n_threads,
+            n_threads=options.n_threads or None,
+            n_threads_batch=options.n_threads_batch or None,
             n_batch=options.n_batch,
             verbose=False,
         )
         self.max_tokens = max_tokens
+        self.threads, self.threads_batch = self.llm.n_threads, self.llm.n_threads_batch
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
         llm = self.llm
         self._formatter = llama_chat_format.Jinja2ChatFormatter(
@@ -56,6 +59,16 @@ class LlamaLoops:
             rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
         )
         return tokens
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Decode on ``n_threads`` and process prompts on ``n_threads_batch`` from now on."""
+        if (n_threads, n_threads_batch) != (self.threads, self.threads_batch):
+            llama_cpp.llama_set_n_threads(self.llm._ctx.ctx, n_threads, n_threads_batch)
+            self.threads, self.threads_batch = n_threads, n_threads_batch
+
+    def count_tokens(self, text: str) -> int:
+        """The model's token count of ``text`` (no BOS)."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False))
 
     def raw_run(self, messages: Sequence[ChatMessage]) -> tuple[float, list[str]]:
         """llama-cpp-python's own streaming loop: tokens per second and the pieces it streamed."""

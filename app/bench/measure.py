@@ -1,6 +1,7 @@
 """Measurements of the app itself: the real window, session, worker, queue, pump and view.
 
-Throughput against the two llama-cpp-python references, the UI loop's lag while a reply
+Throughput against the llama-cpp-python references (run in a bare child process, at the
+app's decode threads and at the native loop's best count), the UI loop's lag while a reply
 streams, the cost of the diagnostics panel, and the fire hose (a scripted model far faster
 than any real one, through the same queue, pump and view).
 """
@@ -19,14 +20,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from app.bench.loops import LlamaLoops
+from app.bench.bare import BareLoops
 from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
-from app.bench.stats import interleaved_pairs, summary
+from app.bench.stats import Rate, interleaved_pairs, summary
 from app.engine import BackendOpener, ChatMessage, GenerationSettings
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import ChatSession, ModelState
+from app.flow.worker import ThreadReport
 from app.store.conversation import Conversation
+from app.store.thread_choices import ThreadChoices
 from app.trace import TRACE, check_trace
 from app.ui.window.main_window import MainWindow
 
@@ -53,16 +56,41 @@ async def heartbeat() -> AsyncIterator[Distribution]:
             await task
 
 
-async def open_app(setup: Setup, opener: BackendOpener, settings: GenerationSettings) -> MainWindow:
-    """The main window over a new session, shown offscreen, with the model open."""
-    session = ChatSession(opener, options=setup.options, settings=settings, frame_interval=FRAME)
+async def open_app(
+    setup: Setup,
+    opener: BackendOpener,
+    settings: GenerationSettings,
+    thread_choices: ThreadChoices | None = None,
+) -> MainWindow:
+    """The main window over a new session, shown offscreen, with the model open.
+
+    With ``thread_choices`` (a place to keep measurements, as the app has), the worker
+    measures the decode threads once the model is open, as it does for a user; this waits
+    until it has chosen.
+    """
+    session = ChatSession(
+        opener,
+        options=setup.options,
+        settings=settings,
+        frame_interval=FRAME,
+        thread_choices=thread_choices,
+    )
     window = MainWindow(session)
     window.show()
     session.open_model(setup.model)
     await until(lambda: session.state in (ModelState.READY, ModelState.ERROR))
     if session.state is ModelState.ERROR:
         raise SystemExit(window.state_label.text())
+    if thread_choices is not None:
+        await until(lambda: session.host.threads is not None)
     return window
+
+
+def app_threads(window: MainWindow) -> ThreadReport:
+    """The thread counts the app's worker computes with, and how they were chosen."""
+    report = window.session.host.threads
+    assert report is not None, "the worker has not chosen its threads"
+    return report
 
 
 async def close_app(window: MainWindow) -> None:
@@ -92,34 +120,51 @@ async def app_rate(window: MainWindow) -> float:
     return shown_per_s(window)
 
 
-async def throughput(setup: Setup, window: MainWindow, loops: LlamaLoops) -> dict[str, Any]:
+async def throughput(
+    setup: Setup, window: MainWindow, loops: BareLoops, best_native_threads: int
+) -> dict[str, Any]:
     """The app against llama-cpp-python's stream (raw) and the lean C-API loop (native).
 
-    Each reference gets its own interleaved pairs; the ratios are medians with intervals.
+    Both references run at the app's decode threads; the native loop also at its own best
+    count (``best_native``, unless that is the app's count: then its pairs are the native
+    ones). Each reference gets its own interleaved pairs; the ratios are medians with
+    intervals.
     """
     messages: list[ChatMessage] = [{"role": "user", "content": STORY}]
     tokens = loops.prompt_tokens(messages)
     metrics = window.session.metrics
-    # Warm all three (first runs pay for allocations and page faults); the warm-up's pieces
+    threads = app_threads(window).n_threads
+    # Warm all of them (first runs pay for allocations and page faults); the warm-up's pieces
     # are the real token stream the per-piece designs replay.
-    _, setup.real_pieces = loops.raw_run(messages)
-    loops.native_run(tokens)
+    _, setup.real_pieces = loops.raw_run(messages, threads)
+    loops.native_run(tokens, threads)
     await ask(window, STORY)
     metrics.token_to_screen_ms, metrics.frame_cost_ms = Distribution(), Distribution()
 
     async def raw() -> float:
-        return loops.raw_run(messages)[0]
+        return loops.raw_run(messages, threads)[0]
 
     async def native() -> float:
-        return loops.native_run(tokens)
+        return loops.native_run(tokens, threads)
 
+    async def best_native() -> float:
+        return loops.native_run(tokens, best_native_threads)
+
+    references: dict[str, Rate] = {"raw": raw, "native": native}
+    if best_native_threads != threads:
+        references["best_native"] = best_native
     pairs = await interleaved_pairs(
-        setup.plan.pairs, {"raw": raw, "native": native}, lambda: app_rate(window), setup.log
+        setup.plan.pairs, references, lambda: app_rate(window), setup.log
     )
+    best = pairs.get("best_native", pairs["native"])  # the same runs when the counts agree
+    every_app_run = [rate for p in pairs.values() for rate in p.app]
     return {
         **pairs["raw"].figures("raw"),
         **pairs["native"].figures("native", prefix="native_"),
-        "app_tok_s": round(statistics.median(pairs["raw"].app + pairs["native"].app), 2),
+        **best.figures("best_native", prefix="best_native_"),
+        "app_threads": threads,
+        "best_native_threads": best_native_threads,
+        "app_tok_s": round(statistics.median(every_app_run), 2),
         "token_to_screen_ms": summary(metrics.token_to_screen_ms),
         "frame_cost_ms": summary(metrics.frame_cost_ms),
     }

@@ -96,11 +96,20 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         f"{len(tp['pairs'])}; intervals are 95 % bootstrap intervals of the median ratio, "
         f"a verdict needs one within ±{NOISE_LIMIT:.0%}",
     ]
+    if "best_native_ratio" in tp:
+        lines.append(
+            f"app at its {tp['app_threads']} decode threads over the native loop at its best "
+            f"count ({tp['best_native_threads']}, {tp['best_native_tok_s']} tok/s): "
+            f"{tp['best_native_ratio']} {tp['best_native_ratio_ci']}"
+        )
     if "prefill" in doc:
         pre = doc["prefill"]
         lines.append(
-            f"prefill ({pre['prompt_tokens']} tokens): llama-cpp-python {pre['raw_tok_s']} tok/s, "
-            f"Floodgate {pre['app_tok_s']} tok/s, ratio {pre['ratio']} {pre['ratio_ci']}"
+            f"prefill ({pre['prompt_tokens']} tokens, {pre['threads_batch']} threads): "
+            f"llama-cpp-python {pre['raw_tok_s']} tok/s, Floodgate {pre['app_tok_s']} tok/s, "
+            f"ratio {pre['ratio']} {pre['ratio_ci']}; Llama.eval at its best count "
+            f"({pre['best_eval_threads']}) {pre['best_eval_tok_s']} tok/s, best_ratio "
+            f"{pre['best_ratio']} {pre['best_ratio_ci']}"
         )
     trace = doc.get("trace", {})
     if "ratio" in trace:
@@ -168,13 +177,44 @@ def _large_table(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _threads_table(doc: dict[str, Any]) -> list[str]:
+    threads = doc.get("threads")
+    if not threads:
+        return []
+    decode, prefill, app = threads["decode_tok_s"], threads["prefill_tok_s"], threads["app"]
+    lines = [
+        f"tok/s at each thread count (median of {threads['rounds']} rounds; native loop and "
+        "Llama.eval in a bare child process, the app on its worker's thread through the window):",
+        "",
+        "| threads | decode: native | decode: app | app's own measurement "
+        "| prefill: Llama.eval | prefill: app |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for n in threads["counts"]:
+        key = str(n)
+        own = app["rates"].get(key)
+        lines.append(
+            f"| {n} | {decode['native'][key]:.1f} | {decode['app'][key]:.1f} "
+            f"| {'' if own is None else f'{own:.1f}'} "
+            f"| {prefill['eval'][key]:.1f} | {prefill['app'][key]:.1f} |"
+        )
+    lines += [
+        "",
+        f"the app decodes on {app['n_threads']} threads ({app['source']}) and processes prompts "
+        f"on {app['n_threads_batch']}; fastest native decode at {threads['native_best']}, "
+        f"fastest Llama.eval at {threads['eval_best']}",
+    ]
+    return ["", *lines]
+
+
 def _ttft_table(doc: dict[str, Any]) -> list[str]:
     ttft = doc.get("ttft_ms")
     if not ttft:
         return []
     plain = ttft.get("without_cache", {})
     lines = [
-        f"time to first token, {ttft['history_tokens']}-token history "
+        f"time to first token, {ttft['history_tokens']}-token history, replies of "
+        f"{ttft.get('long_reply_tokens', '?')} tokens before the follow-ups "
         f"(median of {ttft['runs']} runs; without the cache, of "
         f"{ttft.get('runs_without_cache', ttft['runs'])}):",
         "",
@@ -234,6 +274,7 @@ def table(doc: dict[str, Any]) -> str:
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
+    lines += _threads_table(doc)
     lines += _server_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)

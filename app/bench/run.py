@@ -5,18 +5,22 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
+import tempfile
+from dataclasses import replace
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import QApplication
 
+from app.bench.bare import BareLoops
 from app.bench.designs import designs
 from app.bench.download import download
 from app.bench.large_messages import large_messages_apart
 from app.bench.local_api import local_api
 from app.bench.long_reply import long_reply, shapes
-from app.bench.loops import LlamaLoops
 from app.bench.measure import (
+    app_threads,
     close_app,
     diagnostics_cost,
     firehose,
@@ -30,29 +34,49 @@ from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
 from app.bench.prefill import prefill
 from app.bench.server import remote
 from app.bench.stops import stops
+from app.bench.thread_counts import thread_counts
 from app.bench.ttft import ttft
 from app.engine.llama import open_llama
+from app.engine.threads import machine_fingerprint, physical_cores
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import DEFAULT_QUEUE_BOUND
+from app.store.thread_choices import ThreadChoices
 
 
-async def _app_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
-    """The sections that run in the app over the real model."""
-    window = await open_app(setup, open_llama, setup.greedy)
-    try:
-        setup.log("throughput (raw, native and app interleaved)…")
-        tp = await throughput(setup, window, loops)
-        setup.log("loop lag (5 ms heartbeat while streaming)…")
-        lag = await loop_lag(setup, window)
-        setup.log("stop during decoding and prefill…")
-        stopped = await stops(setup, window)
-        setup.log("diagnostics panel shown vs hidden…")
-        diag = await diagnostics_cost(setup, window)
-        setup.log("recording a flow trace vs not…")
-        trace = await trace_cost(setup, window)
-    finally:
-        await close_app(window)
+async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
+    """The sections that run in the app over the real model.
+
+    The app's session keeps its decode-thread measurement in a folder of its own, so its
+    worker measures and chooses as it does for a user (unless ``--threads`` set the count).
+    """
+    with tempfile.TemporaryDirectory(prefix="floodgate-bench-threads-") as folder:
+        setup.log("opening the app (its worker measures its decode threads)…")
+        window = await open_app(setup, open_llama, setup.greedy, ThreadChoices(Path(folder)))
+        try:
+            chosen = app_threads(window)
+            setup.log(f"  the app chose {chosen.n_threads} decode threads ({chosen.source})")
+            # The engines the bench opens later decode as the app's worker does.
+            setup.options = replace(
+                setup.options,
+                n_threads=chosen.n_threads,
+                n_threads_batch=chosen.n_threads_batch,
+            )
+            setup.log("decode and prompt speed at every thread count…")
+            threads = await thread_counts(setup, window, loops, chosen)
+            setup.log("throughput (raw, native and app interleaved)…")
+            tp = await throughput(setup, window, loops, threads["native_best"])
+            setup.log("loop lag (5 ms heartbeat while streaming)…")
+            lag = await loop_lag(setup, window)
+            setup.log("stop during decoding and prefill…")
+            stopped = await stops(setup, window)
+            setup.log("diagnostics panel shown vs hidden…")
+            diag = await diagnostics_cost(setup, window)
+            setup.log("recording a flow trace vs not…")
+            trace = await trace_cost(setup, window)
+        finally:
+            await close_app(window)
     return {
+        "threads": threads,
         "throughput": tp,
         "loop_lag_ms": lag,
         "stops": stopped,
@@ -61,18 +85,15 @@ async def _app_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
     }
 
 
-async def _prompt_sections(setup: Setup, loops: LlamaLoops) -> dict[str, Any]:
+async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> dict[str, Any]:
     """Prompt processing against llama-cpp-python, and the time to first token."""
     setup.log("prompt processing (llama-cpp-python, with and without progress)…")
-    pre = await prefill(setup, loops)
+    pre = await prefill(setup, loops, setup.options.n_threads_batch, eval_best)
     setup.log("time to first token over a long conversation…")
-
-    def count_tokens(text: str) -> int:
-        return len(loops.llm.tokenize(text.encode("utf-8"), add_bos=False))
-
-    first = ttft(setup, count_tokens)
+    first = ttft(setup, loops.count_tokens)
     section = {
         "history_tokens": first.pop("history_tokens"),
+        "long_reply_tokens": first.pop("long_reply_tokens"),
         "runs": first.pop("runs"),
         "runs_without_cache": first.pop("runs_without_cache"),
         **first,
@@ -87,15 +108,19 @@ SECTIONS = ("server",)
 
 
 async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
-    """Measure everything (or only one section); returns the JSON document."""
+    """Measure everything (or only one section); returns the JSON document.
+
+    llama-cpp-python's references run in a bare child process; in this process llama.cpp is
+    called from one thread at a time (the app's worker, or the engine thread of a section).
+    """
     finalize_async_generators_on(asyncio.get_running_loop())
     if only == "server":
         setup.log("Floodgate as a local API server…")
         return {"server": await local_api(setup), "machine": machine(setup)}
-    loops = LlamaLoops(setup.model, setup.options, setup.plan.max_tokens)
+    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
     try:
         app = await _app_sections(setup, loops)
-        prompt = await _prompt_sections(setup, loops)
+        prompt = await _prompt_sections(setup, loops, app["threads"]["eval_best"])
     finally:
         loops.close()
     tp = app["throughput"]
@@ -119,6 +144,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     )
     return {
         "throughput": {k: v for k, v in tp.items() if not k.endswith("_ms")},
+        "threads": app["threads"],
         "loop_lag_ms": app["loop_lag_ms"],
         "token_to_screen_ms": tp["token_to_screen_ms"],
         "frame_cost_ms": tp["frame_cost_ms"],
@@ -147,7 +173,10 @@ def machine(setup: Setup) -> dict[str, Any]:
             versions[dist] = None
     return {
         "cores": os.cpu_count(),
+        "physical_cores": physical_cores(),
+        "cpu": machine_fingerprint(),
         "threads": setup.options.n_threads,
+        "threads_batch": setup.options.n_threads_batch,
         "model": setup.model.name,
         "model_bytes": setup.model.stat().st_size,
         "python": platform.python_version(),

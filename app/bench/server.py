@@ -42,6 +42,7 @@ def _start_server(setup: Setup, port: int) -> subprocess.Popen[bytes]:
             sys.executable, "-m", "llama_cpp.server", "--model", str(setup.model),
             "--model_alias", "bench", "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(setup.options.n_ctx), "--n_threads", str(setup.options.n_threads),
+            "--n_threads_batch", str(setup.options.n_threads_batch),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from app.bench.engine_drive import EngineThread
 from app.bench.measure import ask, until
 from app.bench.plan import CHECK, LONG_PROMPT, STORY, Setup
 from app.bench.stats import summary
-from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
-from app.engine.llama import open_llama
+from app.engine import ChatMessage, GenerationSettings
 from app.flow.metrics import Distribution
 from app.flow.session import ModelState
 from app.store.conversation import Conversation
@@ -23,13 +23,18 @@ CHECK_SETTINGS = GenerationSettings(temperature=0.0, max_tokens=32)
 
 
 def fresh_reply(setup: Setup) -> str:
-    """The greedy reply to the check prompt from a model loaded just for it."""
-    fresh = open_llama(setup.model, setup.options)
-    try:
-        check: list[ChatMessage] = [{"role": "user", "content": CHECK}]
-        return "".join(fresh.stream_reply(check, CHECK_SETTINGS, StopSignal(), GenerationReport()))
-    finally:
-        fresh.close()
+    """The greedy reply to the check prompt from a model loaded just for it.
+
+    On an engine thread of its own that ends with it (never the window's thread, which must
+    not call llama.cpp beside the app's worker).
+    """
+    check: list[ChatMessage] = [{"role": "user", "content": CHECK}]
+    with EngineThread() as thread:
+        fresh = thread.open(setup.model, setup.options)
+        try:
+            return thread.reply(fresh, check, CHECK_SETTINGS, "check").text
+        finally:
+            thread.close(fresh)
 
 
 async def _stop_once(setup: Setup, window: MainWindow, kind: str) -> float | None:

@@ -1,14 +1,18 @@
 """Time to first token over a long conversation: with the prompt cache, and without it.
 
 One scenario, run several times, drives the engine as a user drives the app: a long first
-prompt in conversation A (``cold``), a follow-up (``same_conversation``), a prompt in another
+prompt in conversation A (``cold``, a short reply), a follow-up (``same_conversation``, a
+reply of about 300 tokens), the next follow-up (``follow_up_after_long_reply``: the long
+reply is in the KV cache already and is not processed again), a prompt in another
 conversation B, a follow-up in A again (``switch_back``), the app closed and reopened on the
 same cache folder and another follow-up (``after_restart``), then a long prompt in C stopped
 half-way through its processing and sent again (``resume_after_prefill_stop``, timed from the
-second send). The same steps run on an engine without the cache, for comparison.
+second send). The same steps run on an engine without the cache, for comparison. One engine
+thread opens, drives and closes the engines, as the app's worker does.
 
-Every run sends the same messages, so each reply can be compared with the one full
-processing gives (``cache_consistent``).
+Every run sends the same messages, so each reply can be compared with the one the state kept
+in place gives (``cache_consistent``): a state restored from RAM or disk must give exactly
+what the kept state would have given.
 """
 
 from __future__ import annotations
@@ -20,16 +24,31 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.bench.engine_drive import Reply, history, reply_on_thread
+from app.bench.engine_drive import EngineThread, Reply, history
 from app.bench.plan import Setup
 from app.engine import ChatMessage, EngineOptions, GenerationSettings
 from app.engine.llama import LlamaBackend, open_llama
 
-STEPS = ("cold", "same_conversation", "switch_back", "after_restart", "resume_after_prefill_stop")
-REPLY = GenerationSettings(temperature=0.0, max_tokens=16)
+STEPS = (
+    "cold",
+    "same_conversation",
+    "follow_up_after_long_reply",
+    "switch_back",
+    "after_restart",
+    "resume_after_prefill_stop",
+)
+SHORT_REPLY = 16
+"""Tokens of a reply nothing follows in the scenario, and of the cold step's: so that
+``same_conversation`` is a follow-up after a short reply."""
+LONG_REPLIES = ("same_conversation", "follow_up_after_long_reply", "switch_back")
+"""The steps whose replies are long (the plan's ``ttft_reply_tokens``, about 300): the next
+follow-up in A comes after each."""
 FOLLOW_UPS = (
-    "Summarise that in one sentence.",
-    "Which of those points matters most?",
+    # The first three ask for long stories: the default model answers "tell me at length" in
+    # about ten tokens.
+    "Now write a long story about the people in it.",
+    "Write a long story about a dragon who learns to read.",
+    "Now write a long story about the village.",
     "Say it again, more simply.",
 )
 
@@ -59,60 +78,74 @@ class Run:
     replies: dict[str, Reply] = field(default_factory=dict)
 
 
-def _scenario(open_engine: Callable[[], LlamaBackend], script: Script) -> Run:
+def _settings(name: str, reply_tokens: int) -> GenerationSettings:
+    tokens = reply_tokens if name in LONG_REPLIES else SHORT_REPLY
+    return GenerationSettings(temperature=0.0, max_tokens=tokens)
+
+
+A_STEPS = ("cold", "same_conversation", "follow_up_after_long_reply", "switch_back")
+"""Conversation A's steps before the restart, each the next follow-up of the one before."""
+
+
+def _scenario(
+    thread: EngineThread, open_engine: Callable[[], LlamaBackend], script: Script, tokens: int
+) -> Run:
     run = Run()
 
     def step(
         engine: LlamaBackend, name: str, conversation: str, messages: list[ChatMessage]
     ) -> Reply:
-        reply = reply_on_thread(engine, messages, REPLY, conversation)
+        reply = thread.reply(engine, messages, _settings(name, tokens), conversation)
         run.replies[name] = reply
         return reply
 
-    engine = open_engine()
-    try:
-        for k, name in enumerate(("cold", "same_conversation")):
-            reply = step(engine, name, "A", script.a_turn(k))
-            if len(script.replies) <= k:
-                script.replies.append(reply.text)
-        reply_on_thread(engine, script.b, REPLY, "B")
-        reply = step(engine, "switch_back", "A", script.a_turn(2))
-        if len(script.replies) <= 2:
+    def a_step(engine: LlamaBackend, k: int) -> None:
+        reply = step(engine, A_STEPS[k], "A", script.a_turn(k))
+        if len(script.replies) <= k:
             script.replies.append(reply.text)
-    finally:
-        engine.close()
-    engine = open_engine()  # the app closed and opened again, on the same cache folder
+
+    engine = thread.call(open_engine)
     try:
-        step(engine, "after_restart", "A", script.a_turn(3))
-        half = reply_on_thread(
-            engine, script.c, REPLY, "C",
+        for k in range(3):
+            a_step(engine, k)
+        thread.reply(engine, script.b, _settings("B", tokens), "B")
+        a_step(engine, 3)
+    finally:
+        thread.close(engine)
+    engine = thread.call(open_engine)  # the app closed and opened again, on the same folder
+    try:
+        step(engine, "after_restart", "A", script.a_turn(4))
+        half = thread.reply(
+            engine, script.c, _settings("C", tokens), "C",
             stop_when=lambda r: r.prompt_tokens > 0 and r.prefill_done >= r.prompt_tokens // 2,
         )  # fmt: skip
         resumed = step(engine, "resume_after_prefill_stop", "C", script.c)
         resumed.stopped_at = half.stopped_at
     finally:
-        engine.close()
+        thread.close(engine)
     return run
 
 
-def _full_processing(setup: Setup, script: Script, run: Run) -> dict[str, str]:
-    """The reply to each step's messages after processing all of them, on a fresh cache.
+def _kept_in_place(
+    setup: Setup, thread: EngineThread, script: Script, tokens: int
+) -> dict[str, str]:
+    """The reply to each step's messages from the state kept in place, never restored.
 
-    The run without the cache already processed ``cold``, ``switch_back`` and
-    ``after_restart`` in full; ``same_conversation`` reused its prefix in place and the
-    resumed prompt kept its first half, so those two are processed again here.
+    One engine without the prompt cache answers A's turns one after the other (each extends
+    the state the one before left, reply included, as a restored state holds it), then C on
+    an empty cache.
     """
-    expected = {s: run.replies[s].text for s in ("cold", "switch_back", "after_restart")}
-    engine = open_llama(setup.model, replace(setup.options, cache_ram_mb=0, cache_dir=None))
+    engine = thread.open(setup.model, replace(setup.options, cache_ram_mb=0, cache_dir=None))
+    expected: dict[str, str] = {}
     try:
-        for name, conversation, messages in (
-            ("same_conversation", "A", script.a_turn(1)),
-            ("resume_after_prefill_stop", "C", script.c),
-        ):
-            engine.sequence.clear()
-            expected[name] = reply_on_thread(engine, messages, REPLY, conversation).text
+        for k, name in enumerate((*A_STEPS, "after_restart")):
+            reply = thread.reply(engine, script.a_turn(k), _settings(name, tokens), "A")
+            expected[name] = reply.text
+        thread.call(engine.sequence.clear)
+        name = "resume_after_prefill_stop"
+        expected[name] = thread.reply(engine, script.c, _settings(name, tokens), "C").text
     finally:
-        engine.close()
+        thread.close(engine)
     return expected
 
 
@@ -147,29 +180,35 @@ def ttft(setup: Setup, count_tokens: Callable[[str], int]) -> dict[str, Any]:
         c=history(count_tokens, 2, size, "Tell me what you remember of it."),
     )
     no_cache = replace(setup.options, cache_ram_mb=0, cache_dir=None)
+    tokens = setup.plan.ttft_reply_tokens
     plain_runs: list[Run] = []
     cached_runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="floodgate-bench-cache-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="floodgate-bench-cache-") as folder,
+        EngineThread() as thread,
+    ):
         for i in range(setup.plan.ttft_runs):
             if i < setup.plan.ttft_plain_runs:
-                plain_runs.append(_scenario(_opener(setup, no_cache), script))
+                plain_runs.append(_scenario(thread, _opener(setup, no_cache), script, tokens))
             cached = _cached(setup.options, Path(folder) / f"run{i}")
-            cached_runs.append(_scenario(_opener(setup, cached), script))
+            cached_runs.append(_scenario(thread, _opener(setup, cached), script, tokens))
             setup.log(
                 f"  run {i + 1}: "
                 + ", ".join(f"{s} {cached_runs[-1].replies[s].ttft_ms:.0f} ms" for s in STEPS)
             )
-    expected = _full_processing(setup, script, plain_runs[0])
+        expected = _kept_in_place(setup, thread, script, tokens)
     differing: dict[str, str] = {}
     for run in cached_runs:
         for name in STEPS:
             if run.replies[name].text != expected[name]:
                 differing.setdefault(name, run.replies[name].text)
     for name, got in differing.items():
-        setup.log(f"  {name}: {got!r} after a restore, {expected[name]!r} after full processing")
+        setup.log(f"  {name}: {got!r} here, {expected[name]!r} from the state kept in place")
     first = cached_runs[0].replies["cold"].report.prompt_tokens
+    long_reply = cached_runs[-1].replies["same_conversation"].report.pieces
     return {
         "history_tokens": first,
+        "long_reply_tokens": long_reply,
         "runs": len(cached_runs),
         "runs_without_cache": len(plain_runs),
         **_figures(cached_runs),
@@ -180,7 +219,7 @@ def ttft(setup: Setup, count_tokens: Callable[[str], int]) -> dict[str, Any]:
 
 
 def _opener(setup: Setup, options: EngineOptions) -> Callable[[], LlamaBackend]:
-    return lambda: open_llama(setup.model, options)
+    return lambda: open_llama(setup.model, options)  # called on the engine thread
 
 
 def _cached(options: EngineOptions, folder: Path) -> EngineOptions:
