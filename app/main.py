@@ -20,7 +20,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.crash_record import CRASH_RECORD, LastEnd
-from app.store.paths import data_dir, default_model_path
+from app.store.paths import data_dir, default_model_path, prompt_cache_dir
 from app.store.settings import Settings
 from app.trace import TRACE
 from app.ui.window.single_instance import LaunchArguments, SingleInstance
@@ -40,8 +40,6 @@ SHUTDOWN_SECONDS = 0.8
 Driver = Callable[["MainWindow"], Awaitable[None]]
 """Acts on the window like a user would (scripts and end-to-end tests)."""
 
-PROMPT_CACHE_DIR = "prompt-cache"
-"""The folder in the data directory where processed prompts are kept between runs."""
 
 MISSING_TRANSLATION = (
     "The Chinese translation is not built (app/ui/i18n/*.qm); run `make run` to build it. "
@@ -175,7 +173,7 @@ async def run_window(
     archive, archive_problem = await Archive.open()
     session = ChatSession(
         open_llama,
-        options=EngineOptions(cache_dir=data_dir() / PROMPT_CACHE_DIR),
+        options=EngineOptions(cache_dir=prompt_cache_dir()),
         frame_interval=1 / (refresh if refresh > 0 else 60.0),
         archive=archive,
         # Decode threads are measured once per model and machine, and kept here.

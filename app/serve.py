@@ -31,7 +31,7 @@ from app.flow.serving import Starter
 from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
-from app.store.paths import data_dir, default_model_path
+from app.store.paths import default_model_path, prompt_cache_dir
 from app.store.preferences import ApiServerPreferences
 
 API_KEY_VARIABLE = "FLOODGATE_API_KEY"
@@ -39,8 +39,6 @@ API_KEY_VARIABLE = "FLOODGATE_API_KEY"
 
 SIGNAL_CHECK_SECONDS = 0.1
 """How often the loop gives Python's signal handlers a turn (Qt's loop runs in C)."""
-
-PROMPT_CACHE_DIR = "prompt-cache"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +93,7 @@ def main(argv: Sequence[str]) -> int:
 async def serve(args: argparse.Namespace) -> int:
     """Open the model, serve until a signal, then stop everything."""
     settings = (await PreferencesKeeper.load()).preferences.settings
-    options = engine_options(settings, data_dir() / PROMPT_CACHE_DIR)
+    options = engine_options(settings, prompt_cache_dir())
     options = _with_command_line(options, args)
     path: Path = args.model or default_model_path()
     config = ServerConfig(

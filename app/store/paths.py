@@ -17,6 +17,11 @@ def data_dir() -> Path:
     return Path(override) if override else Path(user_data_dir("Floodgate", appauthor=False))
 
 
+def prompt_cache_dir() -> Path:
+    """Where processed prompts are kept between runs (the window's and ``floodgate serve``'s)."""
+    return data_dir() / "prompt-cache"
+
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 """The project's folder (the one holding ``app/`` and ``models/``)."""
 
