@@ -103,8 +103,12 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = ("server",)
-"""Sections ``floodgate bench --only`` can run alone (the rest share their setup)."""
+SECTIONS = ("server", "download", "ttft_ms")
+"""Sections ``floodgate bench --only`` can run alone (the rest share their setup).
+
+Alone, ``ttft_ms`` runs at ``--threads`` (default: every physical core) rather than at the
+count the app's worker would measure, and without the prefill pairs' progress cost.
+"""
 
 
 async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
@@ -117,6 +121,18 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     if only == "server":
         setup.log("Floodgate as a local API server…")
         return {"server": await local_api(setup), "machine": machine(setup)}
+    if only == "download":
+        setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
+        return {"download": await download(setup), "machine": machine(setup)}
+    if only == "ttft_ms":
+        cores = setup.options.n_threads or physical_cores()
+        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
+        loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
+        try:
+            setup.log("time to first token over a long conversation…")
+            return {"ttft_ms": ttft(setup, loops.count_tokens), "machine": machine(setup)}
+        finally:
+            loops.close()
     loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
     try:
         app = await _app_sections(setup, loops)

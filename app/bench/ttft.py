@@ -10,16 +10,19 @@ half-way through its processing and sent again (``resume_after_prefill_stop``, t
 second send). The same steps run on an engine without the cache, for comparison. One engine
 thread opens, drives and closes the engines, as the app's worker does.
 
-Every run sends the same messages, so each reply can be compared with the one the state kept
-in place gives (``cache_consistent``): a state restored from RAM or disk must give exactly
-what the kept state would have given.
+Each follow-up carries the replies that run produced, as the app's history does: a reply
+computed after a state restored from the cache may differ from one computed after processing
+everything again, and a follow-up quoting another run's reply would not match the state the
+engine holds. Each reply is compared with the one the state kept in place gives for the same
+messages (``cache_consistent``): a state restored from RAM or disk must give exactly what the
+kept state would have given.
 """
 
 from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,19 +58,18 @@ FOLLOW_UPS = (
 
 @dataclass
 class Script:
-    """The messages of every step. The first run fills in the replies the later ones reuse."""
+    """The messages every run starts from."""
 
     a: list[ChatMessage]
     b: list[ChatMessage]
     c: list[ChatMessage]
-    replies: list[str] = field(default_factory=list)
 
-    def a_turn(self, k: int) -> list[ChatMessage]:
-        """Conversation A after ``k`` follow-ups (the replies before them from the script)."""
+    def a_turn(self, replies: Sequence[str]) -> list[ChatMessage]:
+        """Conversation A after one follow-up per reply in ``replies`` (that run's own)."""
         messages = list(self.a)
-        for i in range(k):
-            messages.append({"role": "assistant", "content": self.replies[i]})
-            messages.append({"role": "user", "content": FOLLOW_UPS[i]})
+        for reply, follow_up in zip(replies, FOLLOW_UPS, strict=False):
+            messages.append({"role": "assistant", "content": reply})
+            messages.append({"role": "user", "content": follow_up})
         return messages
 
 
@@ -99,10 +101,10 @@ def _scenario(
         run.replies[name] = reply
         return reply
 
+    said: list[str] = []  # A's replies so far in this run
+
     def a_step(engine: LlamaBackend, k: int) -> None:
-        reply = step(engine, A_STEPS[k], "A", script.a_turn(k))
-        if len(script.replies) <= k:
-            script.replies.append(reply.text)
+        said.append(step(engine, A_STEPS[k], "A", script.a_turn(said)).text)
 
     engine = thread.call(open_engine)
     try:
@@ -114,7 +116,7 @@ def _scenario(
         thread.close(engine)
     engine = thread.call(open_engine)  # the app closed and opened again, on the same folder
     try:
-        step(engine, "after_restart", "A", script.a_turn(4))
+        step(engine, "after_restart", "A", script.a_turn(said))
         half = thread.reply(
             engine, script.c, _settings("C", tokens), "C",
             stop_when=lambda r: r.prompt_tokens > 0 and r.prefill_done >= r.prompt_tokens // 2,
@@ -133,14 +135,16 @@ def _kept_in_place(
 
     One engine without the prompt cache answers A's turns one after the other (each extends
     the state the one before left, reply included, as a restored state holds it), then C on
-    an empty cache.
+    an empty cache. A run whose replies all match these sent the same messages at every step.
     """
     engine = thread.open(setup.model, replace(setup.options, cache_ram_mb=0, cache_dir=None))
     expected: dict[str, str] = {}
+    said: list[str] = []
     try:
-        for k, name in enumerate((*A_STEPS, "after_restart")):
-            reply = thread.reply(engine, script.a_turn(k), _settings(name, tokens), "A")
+        for name in (*A_STEPS, "after_restart"):
+            reply = thread.reply(engine, script.a_turn(said), _settings(name, tokens), "A")
             expected[name] = reply.text
+            said.append(reply.text)
         thread.call(engine.sequence.clear)
         name = "resume_after_prefill_stop"
         expected[name] = thread.reply(engine, script.c, _settings(name, tokens), "C").text
