@@ -100,10 +100,26 @@ async def close_app(window: MainWindow) -> None:
 
 
 async def ask(window: MainWindow, prompt: str) -> None:
-    """Send ``prompt`` in a new conversation and wait until the reply has ended on screen."""
+    """Send ``prompt`` in a new conversation and wait until the reply has ended on screen.
+
+    The wait is woken by the session's ``reply_ended`` signal, not by polling: a poll every
+    few milliseconds wakes the UI thread hundreds of times a second, which a user's app does
+    not do, and on a machine whose cores all decode, each wake-up takes time from decoding.
+    """
     session = window.session
     session.conversation = Conversation()  # each measurement starts a new chat
-    assert session.send(prompt)
+    ended = asyncio.get_running_loop().create_future()
+
+    def on_ended(_status: str, _note: str) -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    session.reply_ended.connect(on_ended)
+    try:
+        assert session.send(prompt)
+        await asyncio.wait_for(ended, timeout=120.0)
+    finally:
+        session.reply_ended.disconnect(on_ended)
     await until(lambda: not session.generating)
 
 
