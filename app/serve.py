@@ -31,8 +31,9 @@ from app.flow.serving import Starter
 from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
-from app.store.paths import default_model_path, prompt_cache_dir
+from app.store.paths import data_dir, default_model_path, prompt_cache_dir
 from app.store.preferences import ApiServerPreferences
+from app.store.thread_choices import ThreadChoices
 
 API_KEY_VARIABLE = "FLOODGATE_API_KEY"
 """Where ``floodgate serve`` reads the API key (not the command line: others can read that)."""
@@ -103,7 +104,8 @@ async def serve(args: argparse.Namespace) -> int:
         queue_bound=settings.queue_bound,
         sampling=generation_settings(settings),
     )
-    host = ModelHost(open_llama, options)
+    # Decode threads measured once per model and machine, kept with the window's choices.
+    host = ModelHost(open_llama, options, thread_choices=ThreadChoices(data_dir()))
     try:
         host.open_model(path)
         while host.state is ModelState.LOADING:

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import openai
 import psutil
 import pytest
 
@@ -16,6 +17,8 @@ from app.engine.llama import LlamaBackend, open_llama
 from app.engine.threads import CALIBRATION, calibrate, physical_cores
 from app.flow.session import ChatSession
 from app.flow.worker import ThreadReport
+from app.server.api import ServerConfig
+from app.server.local import LocalServer
 from app.store.thread_choices import Measured, ThreadChoices
 from tests.conftest import Loop, run_until
 
@@ -174,6 +177,41 @@ def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
     assert reports[0].n_threads == physical_cores()
     run_until(loop, lambda: not session.generating, timeout=60)
     assert session.conversation.messages[-1].content
+    assert not ThreadChoices(tmp_path).path.exists()
+    loop.run_until_complete(session.close())
+
+
+@pytest.mark.model
+def test_an_api_request_during_the_measurement_ends_it_and_is_answered(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    reports: list[ThreadReport] = []
+    session = _session(ThreadChoices(tmp_path))
+    session.host.threads_changed.connect(reports.append)
+    measuring = threading.Event()
+    session.host._worker.threads_measuring.connect(lambda n, rate: measuring.set())
+    session.open_model(model_path)
+    run_until(loop, measuring.is_set, timeout=60)
+    server = LocalServer(ServerConfig(port=0), session.host)
+    server.start()
+    answers: list[str] = []
+
+    def ask() -> None:  # the official client, from another thread, as another program would
+        client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+        reply = client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Say hello."}], max_tokens=16
+        )
+        answers.append(reply.choices[0].message.content or "")
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        run_until(loop, lambda: bool(answers), timeout=60)
+    finally:
+        asker.join(timeout=60)
+        server.stop()
+    assert answers[0]
+    assert reports[0].source == "default"  # the measurement ended: measured again next time
     assert not ThreadChoices(tmp_path).path.exists()
     loop.run_until_complete(session.close())
 

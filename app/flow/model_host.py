@@ -95,8 +95,10 @@ class ModelHost(QObject):
     def produce_local(self, job: ReplyJob) -> None:
         """Queue ``job`` for the local model's worker, in the one FIFO queue of its jobs.
 
-        Thread-safe: the API server calls it from its own thread.
+        Thread-safe: the API server calls it from its own thread. A measurement of the decode
+        threads in progress ends first, so that the request is not kept waiting behind it.
         """
+        self._worker.stop_measuring()
         self._worker.produce(job)
 
     def open_model(self, path: Path) -> None:
