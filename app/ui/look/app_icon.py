@@ -65,7 +65,7 @@ def main() -> int:
     app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])
     for size in SIZES:
         path = png_path(size)
-        if not render(DRAWING, size).save(str(path), b"PNG"):
+        if not render(DRAWING, size).save(str(path)):
             print(f"Could not write {path}.", file=sys.stderr)
             return 1
         print(path.relative_to(PROJECT_DIR))
