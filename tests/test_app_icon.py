@@ -11,7 +11,7 @@ import numpy as np
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app.ui.look.app_icon import DRAWING, SIZES, app_icon, png_path, render
+from app.ui.look.app_icon import SIZES, app_icon, png_path, render_all
 
 
 def pixels(image: QImage) -> np.ndarray:
@@ -20,11 +20,12 @@ def pixels(image: QImage) -> np.ndarray:
     return np.frombuffer(rgba.constBits(), np.uint8).reshape(rgba.height(), rgba.width(), 4).copy()
 
 
-def test_the_committed_pngs_are_the_drawing_rendered(qapp: QApplication) -> None:
+def test_the_committed_pngs_are_the_drawing_rendered(qapp: QApplication, tmp_path: Path) -> None:
+    assert render_all(tmp_path) == [png_path(size, tmp_path) for size in SIZES]
     for size in SIZES:
         stored = QImage(str(png_path(size)))
         assert (stored.width(), stored.height()) == (size, size)
-        fresh = render(DRAWING, size)
+        fresh = QImage(str(png_path(size, tmp_path)))
         # The same renderer gives the same pixels; a little room for another Qt's rounding.
         difference = np.abs(pixels(stored).astype(int) - pixels(fresh).astype(int))
         assert difference.max() <= 3, f"floodgate-{size}.png is stale: run `make app-icon`"

@@ -28,9 +28,9 @@ SIZES = (16, 32, 48, 64, 128, 256, 512)
 """The pixel sizes rendered: the hicolor theme's usual ones, up to the largest a dock shows."""
 
 
-def png_path(size: int) -> Path:
+def png_path(size: int, folder: Path = ICON_DIR) -> Path:
     """Where the rendering at ``size`` pixels is kept."""
-    return ICON_DIR / f"floodgate-{size}.png"
+    return folder / f"floodgate-{size}.png"
 
 
 def app_icon() -> QIcon:
@@ -60,14 +60,25 @@ def render(drawing: Path, size: int) -> QImage:
     return image
 
 
-def main() -> int:
-    """Render every size from the drawing into the PNGs beside it."""
-    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])
+def render_all(folder: Path = ICON_DIR) -> list[Path]:
+    """Render every size from the drawing into PNG files in ``folder``.
+
+    Raises:
+        OSError: a file could not be written.
+    """
+    written = []
     for size in SIZES:
-        path = png_path(size)
+        path = png_path(size, folder)
         if not render(DRAWING, size).save(str(path)):
-            print(f"Could not write {path}.", file=sys.stderr)
-            return 1
+            raise OSError(f"Could not write {path}.")
+        written.append(path)
+    return written
+
+
+def main() -> int:
+    """``make app-icon``: render the PNGs beside the drawing."""
+    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])
+    for path in render_all():
         print(path.relative_to(PROJECT_DIR))
     del app
     return 0
