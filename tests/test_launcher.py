@@ -110,29 +110,24 @@ def test_install_puts_a_launcher_that_starts_floodgate_and_uninstall_removes_onl
     assert files_under(home) == before
 
 
+def validate(tool: str, package: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a validator, or skip the test where it is not installed."""
+    found = shutil.which(tool)
+    if found is None:
+        pytest.skip(f"{tool} is not installed (Debian/Ubuntu: {package})")
+    return subprocess.run([found, *args], capture_output=True, text=True, timeout=60)
+
+
 def test_the_desktop_entry_passes_desktop_file_validate(places: Places) -> None:
-    validator = shutil.which("desktop-file-validate")
-    if validator is None:
-        pytest.skip("desktop-file-validate is not installed (Debian/Ubuntu: desktop-file-utils)")
     install(PROJECT_DIR, places)
-    checked = subprocess.run(
-        [validator, str(places.desktop_entry())], capture_output=True, text=True, timeout=60
-    )
+    checked = validate("desktop-file-validate", "desktop-file-utils", str(places.desktop_entry()))
     # Silent when the entry has neither an error nor a warning nor a hint.
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
 
 
 def test_the_metainfo_passes_appstreamcli_validate(places: Places) -> None:
-    validator = shutil.which("appstreamcli")
-    if validator is None:
-        pytest.skip("appstreamcli is not installed (Debian/Ubuntu: appstream)")
     install(PROJECT_DIR, places)
-    checked = subprocess.run(
-        [validator, "validate", "--no-net", str(places.metainfo())],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    checked = validate("appstreamcli", "appstream", "validate", "--no-net", str(places.metainfo()))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Validation was successful" in checked.stdout
 

@@ -40,7 +40,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,6 +292,8 @@ def _metainfo(project_dir: Path) -> bytes:
 
     No ``<releases>``: AppStream wants each with its date, and Floodgate has made none yet.
     """
+    import tomllib  # here: `make uninstall` may run on a Python older than 3.11
+
     with (project_dir / "pyproject.toml").open("rb") as file:
         project = tomllib.load(file)["project"]
     licence = escape(str(project["license"]))
