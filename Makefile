@@ -18,7 +18,8 @@ LLAMA := $(VENV)/floodgate-llama.json
 # Setup ends with the self-test: the model loaded and a prompt processed in a child process.
 SELF_TEST := $(VENV)/.self-tested
 
-.PHONY: run test lint typecheck check bench soak translations clean fonts llama
+.PHONY: run test lint typecheck check bench soak translations clean fonts llama install uninstall \
+	app-icon
 
 run: $(SELF_TEST) $(QM) fonts
 	$(BIN)/floodgate --model $(MODEL)
@@ -50,6 +51,21 @@ bench: $(SELF_TEST) $(QM)
 soak: $(SELF_TEST) $(QM)
 	mkdir -p build
 	QT_QPA_PLATFORM=offscreen $(BIN)/floodgate soak --model $(MODEL) --json build/soak.json
+
+# Optional, after `make run`: a launcher in the desktop's applications menu and a `floodgate`
+# command in ~/.local/bin, for this checkout, without root (Linux; elsewhere it says so and
+# stops before setting anything up). `make uninstall` removes exactly what it put.
+install:
+	@$(PYTHON) -m app.install.launcher check
+	$(MAKE) $(SELF_TEST) $(QM) fonts
+	$(BIN)/python -m app.install.launcher install
+
+uninstall:
+	$(PYTHON) -m app.install.launcher uninstall
+
+# After changing resources/icons/app/floodgate.svg: render its PNG sizes again (committed).
+app-icon: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.ui.look.app_icon
 
 # Chinese text needs a CJK font: the interface has a Chinese translation, and a test checks
 # that it is used. Installed with the system's packages where we may (root with apt-get).

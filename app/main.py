@@ -334,6 +334,7 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
     app.setApplicationName("Floodgate")
+    _show_as_floodgate(app)
     # The window's close hands shutdown to run_window; Qt must not end the loop under it.
     app.setQuitOnLastWindowClosed(False)
     instance = SingleInstance(data_dir())
@@ -348,6 +349,15 @@ def main(argv: Sequence[str] | None = None, driver: Driver | None = None) -> int
         instance.release()
     CRASH_RECORD.end()
     return 0
+
+
+def _show_as_floodgate(app: QApplication) -> None:
+    """The app's icon on its windows, and the name docks match them to its desktop entry by."""
+    from app.install.launcher import APP_ID
+    from app.ui.look.app_icon import app_icon
+
+    app.setDesktopFileName(APP_ID)
+    app.setWindowIcon(app_icon())
 
 
 def _hand_over(instance: SingleInstance, args: argparse.Namespace) -> int:
