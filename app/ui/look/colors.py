@@ -23,6 +23,8 @@ class Theme:
     error: str
     code_background: str
     grid: str
+    prompt_background: str
+    """The card a prompt sits in: the background tinted toward the accent colour."""
 
     @property
     def code_style(self) -> str:
@@ -44,17 +46,23 @@ class Theme:
         )
 
 
+def mix(a: QColor, b: QColor, share: float) -> QColor:
+    """``a`` moved ``share`` of the way toward ``b`` (0: ``a``; 1: ``b``)."""
+    return QColor.fromRgbF(
+        a.redF() + (b.redF() - a.redF()) * share,
+        a.greenF() + (b.greenF() - a.greenF()) * share,
+        a.blueF() + (b.blueF() - a.blueF()) * share,
+    )
+
+
 def theme_for(palette: QPalette) -> Theme:
     """The theme matching a palette (dark when its window colour is dark)."""
     window = palette.color(QPalette.ColorRole.Base)  # the conversation's background
     dark = window.lightness() < 128
     text = palette.color(QPalette.ColorRole.Text)
-    mix = 0.4  # text faded 40 % toward the background: still above 4.5:1 in both themes
-    muted = QColor.fromRgbF(
-        text.redF() * (1 - mix) + window.redF() * mix,
-        text.greenF() * (1 - mix) + window.greenF() * mix,
-        text.blueF() * (1 - mix) + window.blueF() * mix,
-    )
+    # Text faded 40 % toward the background: still above 4.5:1 in both themes.
+    muted = mix(text, window, 0.4)
+    accent = palette.color(QPalette.ColorRole.Highlight)
     return Theme(
         dark=dark,
         text=text.name(),
@@ -63,4 +71,5 @@ def theme_for(palette: QPalette) -> Theme:
         error="#ff6b5b" if dark else "#c0392b",
         code_background="#272822" if dark else "#f3f3f3",
         grid="#555555" if dark else "#c8c8c8",
+        prompt_background=mix(window, accent, 0.22 if dark else 0.1).name(),
     )
