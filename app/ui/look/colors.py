@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from PySide6.QtGui import QColor, QPalette
 
 
+LINE_HEIGHT_PERCENT = 135
+"""Prose lines are this far apart, in percent of the font's own line height."""
+
+
 @dataclass(frozen=True)
 class Theme:
     """Colours the rows render with, derived from the application palette."""
@@ -37,6 +41,8 @@ class Theme:
         return (
             "p, ul, ol, blockquote, table, pre, h1, h2, h3, h4, h5, h6"
             " { margin-top: 0px; margin-bottom: 0px; }"
+            # A comfortable line height for reading prose (code keeps its own, tighter one).
+            f" p, li, blockquote {{ line-height: {LINE_HEIGHT_PERCENT}%; }}"
             f" a {{ color: {self.link}; }}"
             f" .address, .image {{ color: {self.muted}; }}"
             f" code {{ font-family: monospace; background-color: {self.code_background}; }}"

@@ -28,6 +28,9 @@ ICON_DIR: Final = PROJECT_DIR / "resources" / "icons"
 CACHED: Final = 256
 """Renderings kept (a few dozen are in use; themes and scales multiply them)."""
 
+FILLED: Final = frozenset({"square"})
+"""Icons drawn filled, not outlined (Stop's square reads as a stop only when solid)."""
+
 _rendered: OrderedDict[tuple[str, int, int, float, int], QPixmap] = OrderedDict()
 
 
@@ -50,7 +53,10 @@ def render(name: str, size: QSize, scale: float, color: QColor) -> QPixmap:
     if cached is not None:
         _rendered.move_to_end(key)
         return cached
-    svg = _svg(name).replace(b"currentColor", color.name().encode())
+    svg = _svg(name)
+    if name in FILLED:
+        svg = svg.replace(b'fill="none"', b'fill="currentColor"')
+    svg = svg.replace(b"currentColor", color.name().encode())
     renderer = QSvgRenderer(QByteArray(svg))
     pixmap = QPixmap(max(1, round(size.width() * scale)), max(1, round(size.height() * scale)))
     pixmap.fill(Qt.GlobalColor.transparent)

@@ -37,7 +37,6 @@ def style_sheet(palette: QPalette) -> str:
     disabled = mix(base, text, 0.25).name()
     send_radius = SEND_SIDE // 2
     return f"""
-#chatPage {{ background: {base.name()}; }}
 #composerBox {{
     background: {field};
     border: 1px solid {line};
