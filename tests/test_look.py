@@ -92,7 +92,7 @@ def icon_buttons(window: MainWindow) -> list[QToolButton]:
 
 
 def converse(window: MainWindow, loop: Loop, qtbot: QtBot, text: str) -> None:
-    qtbot.keyClicks(window.composer, text)
+    window.composer.setPlainText(text)  # keyClicks types ASCII only
     qtbot.keyClick(window.composer, Qt.Key.Key_Return)
     run_until(loop, lambda: not window.session.generating)
     run_until(loop, lambda: not window.rendering)
@@ -187,6 +187,7 @@ def test_the_model_picker_lists_the_library_and_switches_mid_conversation(
     look_window: tuple[MainWindow, ScriptedBackend],
     qtbot: QtBot,
     loop: Loop,
+    qapp: QApplication,
     shots: Path,
 ) -> None:
     window, _ = look_window
@@ -202,6 +203,10 @@ def test_the_model_picker_lists_the_library_and_switches_mid_conversation(
     assert "Connect to a server…" in texts
     save(window, shots, "model-picker")
     save(header.menu, shots, "model-picker-menu")
+    qapp.setPalette(palette(True))
+    qtbot.waitUntil(lambda: window.header.styleSheet() == style_sheet(palette(True)))
+    save(header.menu, shots, "model-picker-menu-dark")
+    qapp.setPalette(palette(False))
     chosen = next(a for a in header.menu.actions() if a.text().startswith(card.name))
     conversation = window.session.conversation.id
     chosen.trigger()

@@ -49,8 +49,9 @@ BULK_CHARS = 8000
 """A message or piece longer than this is built over event-loop turns, not in the call."""
 
 READING_CHARS = 96
-"""On a wide window the conversation is at most this many average characters wide, centred:
-lines longer than that are hard to read (the rows' margins come on top)."""
+"""On a wide window the conversation is at most this many characters wide (of Latin text; a
+Chinese font's wide average is not counted), centred: longer lines are hard to read (the
+rows' margins come on top)."""
 
 CLEAR_ROWS = 200
 """Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
@@ -364,7 +365,7 @@ class ChatView(QScrollArea):
 
     def row_width_limit(self) -> int:
         """The reading width: :data:`READING_CHARS` average characters and the margins."""
-        return self.fontMetrics().averageCharWidth() * READING_CHARS + 2 * MARGIN
+        return self.fontMetrics().horizontalAdvance("n") * READING_CHARS + 2 * MARGIN
 
     def row_width(self) -> int:
         """The rows' width: the view's, up to the reading width."""

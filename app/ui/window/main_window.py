@@ -63,6 +63,9 @@ class MainWindow(QMainWindow):
 
     closed = Signal()
 
+    composer_column: QWidget
+    """The banners and the composer's box, as wide as the conversation's rows at most."""
+
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
         self.session = session
@@ -221,6 +224,8 @@ class MainWindow(QMainWindow):
             self.retranslate()
         elif event.type() == QEvent.Type.PaletteChange:
             self._restyle()
+        elif event.type() == QEvent.Type.FontChange:
+            self.composer_column.setMaximumWidth(self.view.row_width_limit())
 
     def _restyle(self) -> None:
         """The window's chrome in the style of the theme (once per change of theme)."""
@@ -481,7 +486,7 @@ def _central_widget(window: MainWindow) -> QWidget:
     lower.addWidget(window.saving_banner)
     lower.addWidget(window.edit_banner)
     lower.addWidget(window.composer_box)
-    bottom = QWidget()
+    bottom = window.composer_column = QWidget()
     bottom.setLayout(lower)
     # The composer lines up with the conversation's text on a wide window.
     bottom.setMaximumWidth(window.view.row_width_limit())

@@ -172,8 +172,8 @@ class ModelHeader(QFrame):
             none.setEnabled(False)
         for path, card in sorted(self.cards.items(), key=lambda item: item[1].name.lower()):
             action = menu.addAction(f"{card.name}  ·  {size_text(card.size_bytes)}")
-            action.setCheckable(True)
-            action.setChecked(path == current)
+            if path == current:
+                action.setIcon(icon("check"))  # the one in use
             action.setToolTip(str(path))
             action.triggered.connect(lambda _=False, chosen=path: self.model_chosen.emit(chosen))
         menu.addSection(self.tr("Servers"))
