@@ -211,9 +211,14 @@ def test_the_model_picker_lists_the_library_and_switches_mid_conversation(
     conversation = window.session.conversation.id
     chosen.trigger()
     header.menu.hide()
-    run_until(loop, lambda: window.session.model is not None
-              and window.session.model.path == card.path
-              and window.session.state is ModelState.READY)
+    run_until(
+        loop,
+        lambda: (
+            window.session.model is not None
+            and window.session.model.path == card.path
+            and window.session.state is ModelState.READY
+        ),
+    )
     assert window.session.conversation.id == conversation  # the chat goes on with it
     assert header.picker.text() == window.session.model.name
     assert "MB" in header.facts.text()
@@ -259,7 +264,10 @@ def test_chinese_interface(
         assert languages.apply("zh_CN")
         qtbot.waitUntil(lambda: window.send_button.text() == "发送")
         assert window.header.title.text() == "新对话"
-        assert window.empty_chat.examples[0].text() != "Explain how a rainbow forms, in three sentences."
+        assert (
+            window.empty_chat.examples[0].text()
+            != "Explain how a rainbow forms, in three sentences."
+        )
         save(window, shots, "chinese-empty")
         converse(window, loop, qtbot, "写一个检查回文的 Python 函数。")
         save(window, shots, "chinese")

@@ -11,7 +11,6 @@ from typing_extensions import override
 
 from app.ui.composer.attachment_tray import has_files, paths_from_mime
 
-
 MOST_LINES = 8
 """The composer grows with its text up to this many lines; longer text scrolls inside it."""
 

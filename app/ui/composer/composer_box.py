@@ -1,5 +1,7 @@
-"""The composer's rounded box: chips of attached files above the text, the paperclip at its
-left, the round Send button (Stop while a reply streams) at its right."""
+"""The composer's rounded box: the paperclip, the text, and the round Send (or Stop) button.
+
+The chips of attached files sit above the text, inside the box.
+"""
 
 from __future__ import annotations
 

@@ -42,7 +42,9 @@ def _svg(name: str) -> bytes:
 
 def _color(role: QPalette.ColorRole, mode: QIcon.Mode) -> QColor:
     palette = QGuiApplication.palette()
-    group = QPalette.ColorGroup.Disabled if mode == QIcon.Mode.Disabled else QPalette.ColorGroup.Active
+    group = (
+        QPalette.ColorGroup.Disabled if mode == QIcon.Mode.Disabled else QPalette.ColorGroup.Active
+    )
     return palette.color(group, role)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal, SignalInstance
 from PySide6.QtGui import QAction, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -187,7 +187,7 @@ class ModelHeader(QFrame):
         self._add(menu, "download", self.tr("Models and downloads…"), self.library_requested)
 
     @staticmethod
-    def _add(menu: QMenu, name: str, text: str, signal: Signal) -> QAction:
+    def _add(menu: QMenu, name: str, text: str, signal: SignalInstance) -> QAction:
         action = menu.addAction(icon(name), text)
         action.triggered.connect(lambda _=False: signal.emit())
         return action
