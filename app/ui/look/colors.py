@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from PySide6.QtGui import QColor, QPalette
 
-LINE_HEIGHT_PERCENT = 135
+LINE_HEIGHT_PERCENT = 125
 """Prose lines are this far apart, in percent of the font's own line height."""
 
 
