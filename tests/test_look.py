@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, QSize, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QToolButton, QWidget
 from pytestqt.qtbot import QtBot
@@ -29,6 +29,7 @@ from app.store.paths import default_model_path
 from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import TextRow
+from app.ui.look import icons
 from app.ui.look.language import Languages
 from app.ui.look.style import style_sheet
 from app.ui.look.theme import palette
@@ -142,7 +143,10 @@ def test_a_long_reply_with_code_and_its_icon_buttons(
 ) -> None:
     window, _ = look_window
     converse(window, loop, qtbot, "Write a palindrome checker in Python.")
+    rendered = set(icons.cached())
     converse(window, loop, qtbot, "And once more, please.")
+    # A second reply's buttons draw from the icons rendered for the first: none drawn again.
+    assert set(icons.cached()) == rendered
     save(window, shots, "long-reply-code")
     headers = [r for r in window.view.stack.rows if isinstance(r, HeaderRow)]
     prompt, reply = headers[-2], headers[-1]
@@ -222,6 +226,18 @@ def test_the_model_picker_lists_the_library_and_switches_mid_conversation(
     assert window.session.conversation.id == conversation  # the chat goes on with it
     assert header.picker.text() == window.session.model.name
     assert "MB" in header.facts.text()
+
+
+def test_icons_are_drawn_from_the_svg_at_the_screens_scale(qapp: QApplication) -> None:
+    for scale in (1.0, 1.5, 2.0):
+        pixmap = icons.icon("copy").pixmap(QSize(16, 16), scale)
+        assert pixmap.devicePixelRatio() == scale
+        assert pixmap.width() == round(16 * scale)  # as many pixels as the screen has
+    # Two theme colours, two renderings; the same colour again, the same pixmap.
+    dark = icons.render("copy", QSize(16, 16), 2.0, QColor("#e8eaed"))
+    light = icons.render("copy", QSize(16, 16), 2.0, QColor("#1b1b1b"))
+    assert dark.cacheKey() != light.cacheKey()
+    assert icons.render("copy", QSize(16, 16), 2.0, QColor("#e8eaed")).cacheKey() == dark.cacheKey()
 
 
 def test_dark_theme_styles_the_chrome_and_tints_the_icons(

@@ -73,6 +73,11 @@ def render(name: str, size: QSize, scale: float, color: QColor) -> QPixmap:
     return pixmap
 
 
+def cached() -> list[tuple[str, int, int, float, int]]:
+    """The renderings kept: name, width, height, scale, colour (tests check none is redone)."""
+    return list(_rendered)
+
+
 class TintedSvgEngine(QIconEngine):
     """Draws one SVG in a palette role's colour, at the size and device pixel ratio asked."""
 

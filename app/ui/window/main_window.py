@@ -235,7 +235,7 @@ class MainWindow(QMainWindow):
             self.edit_banner,
             self.saving_banner,
             self.empty_chat,
-            self.sidebar,
+            self.sidebar_dock,  # its title bar too
         ]
         apply_style(chrome, self.palette())
 
