@@ -82,6 +82,8 @@ def look_window(
 
 
 def save(widget: QWidget, folder: Path, name: str) -> Path:
+    for _ in range(3):  # pending layout requests (a composer that just grew) settle first
+        QApplication.processEvents()
     path = folder / f"{name}.png"
     assert widget.grab().save(str(path))
     return path
@@ -169,6 +171,13 @@ def test_a_long_reply_with_code_and_its_icon_buttons(
     assert window.view.stack.width() < window.view.viewport().width()
     # The title is the conversation's.
     assert window.header.title.text() == window.session.conversation.title != ""
+    # Edit puts the prompt back into the composer, which grows to hold it, under its banner.
+    one_line = window.composer.height()
+    qtbot.mouseClick(prompt.buttons["edit"], Qt.MouseButton.LeftButton)
+    window.composer.appendPlainText("\n".join(f"Line {i}" for i in range(3)))
+    assert window.edit_banner.isVisible()
+    qtbot.waitUntil(lambda: window.composer.height() > one_line)  # laid out on the next turn
+    save(window, shots, "editing")
 
 
 def test_files_attached_show_as_chips_in_the_composer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QMimeData, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 from typing_extensions import override
@@ -36,7 +36,15 @@ class Composer(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setFrameShape(QPlainTextEdit.Shape.NoFrame)  # the rounded box around it is the frame
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # Both: a new width re-wraps the text (size changed), and appended text changes the
+        # line count without that signal; the count is right once the edit is laid out, so
+        # the fit waits for the next turn of the loop (one timer, however fast the typing).
+        self._refit = QTimer(self)
+        self._refit.setSingleShot(True)
+        self._refit.setInterval(0)
+        self._refit.timeout.connect(self._fit)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.textChanged.connect(self._refit.start)
         self._fit()
 
     def _fit(self) -> None:
