@@ -236,6 +236,7 @@ class MainWindow(QMainWindow):
             self.saving_banner,
             self.empty_chat,
             self.sidebar_dock,  # its title bar too
+            self.diagnostics_dock,  # its title bar and panel (not the conversation)
         ]
         apply_style(chrome, self.palette())
 
