@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QSize, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication, QToolButton, QWidget
+from PySide6.QtWidgets import QApplication, QToolButton, QToolTip, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.model_card import read_model_card
@@ -169,6 +169,13 @@ def test_a_long_reply_with_code_and_its_icon_buttons(
         assert reply.buttons[key].geometry().bottom() <= reply.height()
     # Long lines stop at the reading width on a wide window (the rows are centred in it).
     assert window.view.stack.width() < window.view.viewport().width()
+    # The keyboard brings up a button's tooltip as hovering does.
+    window.view.focus_message(-1)
+    qtbot.keyClick(reply, Qt.Key.Key_Tab)
+    focused = QApplication.focusWidget()
+    assert isinstance(focused, ActionButton)
+    qtbot.waitUntil(QToolTip.isVisible)
+    assert QToolTip.text() == focused.toolTip()
     # The title is the conversation's.
     assert window.header.title.text() == window.session.conversation.title != ""
     # Edit puts the prompt back into the composer, which grows to hold it, under its banner.

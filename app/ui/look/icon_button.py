@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtCore import QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import QFocusEvent, QIcon
 from PySide6.QtWidgets import QToolButton, QToolTip, QWidget
 from typing_extensions import override
 
 ICON_PX = 16
 """The side of an icon in a button, in logical pixels (the SVG is drawn for the screen's scale)."""
+
+FOCUS_TIP_MS = 500
+"""How long the keyboard focus rests on a button before its tooltip shows (about as long as a
+pointer hovering; shown at once, the release of Tab would close it again)."""
 
 
 def show_tooltip_below(widget: QWidget) -> None:
@@ -34,14 +38,28 @@ class IconButton(QToolButton):
         self.setAutoRaise(True)
         if icon is not None:
             self.setIcon(icon)
+        self._focus_tip: QTimer | None = None  # made on the first keyboard focus
 
     @override
     def focusInEvent(self, event: QFocusEvent) -> None:
         super().focusInEvent(event)
-        if event.reason() != Qt.FocusReason.MouseFocusReason:
+        if event.reason() == Qt.FocusReason.MouseFocusReason:
+            return
+        if self._focus_tip is None:
+            self._focus_tip = QTimer(self)
+            self._focus_tip.setSingleShot(True)
+            self._focus_tip.setInterval(FOCUS_TIP_MS)
+            self._focus_tip.timeout.connect(self._show_focus_tip)
+        self._focus_tip.start()
+
+    def _show_focus_tip(self) -> None:
+        if self.hasFocus():
             show_tooltip_below(self)
 
     @override
     def focusOutEvent(self, event: QFocusEvent) -> None:
         super().focusOutEvent(event)
-        QToolTip.hideText()
+        if self._focus_tip is not None and self._focus_tip.isActive():
+            self._focus_tip.stop()
+        elif QToolTip.isVisible() and QToolTip.text() == self.toolTip():
+            QToolTip.hideText()
