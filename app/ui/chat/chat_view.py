@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
 from typing_extensions import override
@@ -29,7 +29,7 @@ from app.ui.chat.message_keys import MessageKeys
 from app.ui.chat.prompt_progress import PromptProgress
 from app.ui.chat.reply_rows import ReplyRows
 from app.ui.chat.rows.action_button import ActionButton, FocusRing
-from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.base import MARGIN, Row
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow
@@ -47,6 +47,11 @@ ANNOUNCED_CHARS = 2000
 
 BULK_CHARS = 8000
 """A message or piece longer than this is built over event-loop turns, not in the call."""
+
+READING_CHARS = 96
+"""On a wide window the conversation is at most this many characters wide (of Latin text; a
+Chinese font's wide average is not counted), centred: longer lines are hard to read (the
+rows' margins come on top)."""
 
 CLEAR_ROWS = 200
 """Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
@@ -79,7 +84,12 @@ class ChatView(QScrollArea):
     own notes are plain text. While the user is at the bottom the view follows the reply;
     scrolling up (or dragging out a selection) detaches it, scrolling back to the bottom
     re-attaches it.
+
+    Signals:
+        emptied(bool): the view became empty (True: cleared) or got its first row (False).
     """
+
+    emptied = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,6 +98,8 @@ class ChatView(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setWidgetResizable(False)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Narrower than a wide window (the reading width): centred in it.
+        self.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # Tab lands on the current message instead
         self.viewport().setBackgroundRole(QPalette.ColorRole.Base)
         self.viewport().setAutoFillBackground(True)
@@ -262,6 +274,7 @@ class ChatView(QScrollArea):
         if self.stack.take_all():
             self._cleared = True
             self._sweeper.schedule()
+        self.emptied.emit(True)
 
     @property
     def clearing(self) -> bool:
@@ -337,6 +350,8 @@ class ChatView(QScrollArea):
         super().keyPressEvent(event)
 
     def _on_row_added(self, i: int, row: Row) -> None:
+        if i == 0:
+            self.emptied.emit(False)
         self.selection.row_added(i, row)
         self.messages.row_added(i, row)
 
@@ -345,14 +360,22 @@ class ChatView(QScrollArea):
     @override
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        if self.viewport().width() != self.stack.width():
+        if self.row_width() != self.stack.width():
             self._lay_out_again()  # a taller or shorter window changes no row
+
+    def row_width_limit(self) -> int:
+        """The reading width: :data:`READING_CHARS` average characters and the margins."""
+        return self.fontMetrics().horizontalAdvance("n") * READING_CHARS + 2 * MARGIN
+
+    def row_width(self) -> int:
+        """The rows' width: the view's, up to the reading width."""
+        return min(self.viewport().width(), self.row_width_limit())
 
     def _lay_out_again(self) -> None:
         # The rows on screen now; the rest a slice per event-loop turn, so that resizing a
         # window over a long conversation stays smooth.
         top = self.verticalScrollBar().value()
-        stale = self.stack.set_width(self.viewport().width(), top, top + self.viewport().height())
+        stale = self.stack.set_width(self.row_width(), top, top + self.viewport().height())
         if stale:
             self._relayout.schedule()
 

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
-from PySide6.QtGui import QFontDatabase, QFontMetrics
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -23,6 +23,7 @@ from app.flow.session import ChatSession
 from app.store.conversation import Message
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
+from app.ui.look.icons import icon
 
 APP_NAME = "Floodgate"
 
@@ -128,10 +129,12 @@ class Transcript(QObject):
             show_attachment(view, attachment)
 
         def words() -> tuple[str, str, str]:
-            return chip_words(attachment, has_paperclip(header.fontMetrics()))
+            return chip_words(attachment)
 
         chip = header.add_action(f"attachment-{position}", open_text, words)
         chip.setObjectName("attachmentChip")
+        chip.setIcon(icon("paperclip"))
+        chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
 
     def reply_started(self) -> None:
         """Add the new prompt and its (empty) reply below everything drawn so far."""
@@ -153,15 +156,10 @@ class Transcript(QObject):
             self._last_reply_header.set_action_visible("regenerate", True)
 
 
-def has_paperclip(metrics: QFontMetrics) -> bool:
-    """Whether the font draws 📎 (many Linux fonts do not, and a box says nothing)."""
-    return metrics.inFontUcs4(ord("\N{PAPERCLIP}"))
-
-
-def attachment_label(attachment: dict[str, object], paperclip: bool = True) -> str:
-    """A chip's words: ``"📎 notes.txt · 1,234 tokens"``, and ``"cut"`` when cut."""
+def attachment_label(attachment: dict[str, object]) -> str:
+    """A chip's words: ``"notes.txt · 1,234 tokens"``, and ``"cut"`` when cut (no 📎: an icon)."""
     name = str(attachment.get("name", ""))
-    parts = [f"\N{PAPERCLIP} {name}" if paperclip else name]
+    parts = [name]
     tokens = attachment.get("tokens")
     if isinstance(tokens, int):
         parts.append(
@@ -172,11 +170,11 @@ def attachment_label(attachment: dict[str, object], paperclip: bool = True) -> s
     return " · ".join(parts)
 
 
-def chip_words(attachment: dict[str, object], paperclip: bool) -> tuple[str, str, str]:
+def chip_words(attachment: dict[str, object]) -> tuple[str, str, str]:
     """A prompt's attachment chip's label, tooltip and spoken name, in the current language."""
     name = str(attachment.get("name", ""))
     return (
-        attachment_label(attachment, paperclip),
+        attachment_label(attachment),
         QCoreApplication.translate("Transcript", "Show the text of this attached file"),
         QCoreApplication.translate("Transcript", "Attached file {name}").format(name=name),
     )

@@ -42,6 +42,8 @@ from app.ui.composer.attachment_wording import (
     total_text,
 )
 from app.ui.look.colors import theme_for
+from app.ui.look.icon_button import ICON_PX
+from app.ui.look.icons import icon
 
 MIN_PART_TOKENS: Final = 64
 """Less room than this, and offering "the part that fits" would offer almost nothing."""
@@ -99,7 +101,9 @@ class AttachmentChip(QFrame):
         self.cancel_button.setObjectName("attachmentCancel")
         self.remove_button = QToolButton(self)
         self.remove_button.setObjectName("attachmentRemove")
-        self.remove_button.setText("\N{MULTIPLICATION SIGN}")
+        self.remove_button.setText("\N{MULTIPLICATION SIGN}")  # for a screen reader's outline
+        self.remove_button.setIcon(icon("x"))
+        self.remove_button.setIconSize(QSize(ICON_PX - 2, ICON_PX - 2))
         self.remove_button.setAutoRaise(True)
         for button in (self.cancel_button, self.remove_button):
             button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)

@@ -6,15 +6,16 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QMimeData, QObject, Qt, Slot
-from PySide6.QtGui import QIcon, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QToolButton
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 from shiboken6 import isValid
 
 from app.documents import Attachment
 from app.flow.attachments import AttachmentReader
 from app.flow.session import ChatSession
-from app.ui.chat.transcript import has_paperclip
 from app.ui.composer.attachment_tray import AttachmentTray, has_files, paths_from_mime
+from app.ui.look.icon_button import IconButton
+from app.ui.look.icons import icon
 
 ATTACH_SHORTCUT = "Ctrl+Shift+A"
 """Chat > Attach files… and the paperclip's tooltip, which names it."""
@@ -39,11 +40,8 @@ class ComposerAttachments(QObject):
         self._spawn = spawn
         self._room_asked = 0  # the newest question about the room left; older answers are stale
         self._file_dialog: QFileDialog | None = None
-        self.attach_button = QToolButton()
+        self.attach_button = IconButton(icon("paperclip"), side=18)
         self.attach_button.setObjectName("attachButton")
-        icon = QIcon.fromTheme("mail-attachment")
-        if not icon.isNull():
-            self.attach_button.setIcon(icon)
         self.attach_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.tray = AttachmentTray()
         self.reader = AttachmentReader(
@@ -68,13 +66,7 @@ class ComposerAttachments(QObject):
         self.attach_button.setAccessibleName(
             QCoreApplication.translate("MainWindow", "Attach files")
         )
-        if self.attach_button.icon().isNull():
-            paperclip = has_paperclip(self.attach_button.fontMetrics())
-            self.attach_button.setText(
-                "\N{PAPERCLIP}"
-                if paperclip
-                else QCoreApplication.translate("MainWindow", "Attach…")
-            )
+        self.attach_button.setText(QCoreApplication.translate("MainWindow", "Attach…"))
         self.attach_button.setToolTip(
             QCoreApplication.translate(
                 "MainWindow", "Attach files to the next message ({shortcut})"

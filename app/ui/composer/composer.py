@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, Qt, Signal
+import math
+
+from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QPlainTextEdit, QWidget
+from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 from typing_extensions import override
 
 from app.ui.composer.attachment_tray import has_files, paths_from_mime
+
+MOST_LINES = 8
+"""The composer grows with its text up to this many lines; longer text scrolls inside it."""
 
 
 class Composer(QPlainTextEdit):
@@ -29,9 +34,33 @@ class Composer(QPlainTextEdit):
         self.setObjectName("composer")
         self.retranslate()
         self.setTabChangesFocus(True)
-        line = self.fontMetrics().lineSpacing()
-        self.setMinimumHeight(line * 3)
-        self.setMaximumHeight(line * 8)
+        self.setFrameShape(QPlainTextEdit.Shape.NoFrame)  # the rounded box around it is the frame
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # Both: a new width re-wraps the text (size changed), and appended text changes the
+        # line count without that signal; the count is right once the edit is laid out, so
+        # the fit waits for the next turn of the loop (one timer, however fast the typing).
+        self._refit = QTimer(self)
+        self._refit.setSingleShot(True)
+        self._refit.setInterval(0)
+        self._refit.timeout.connect(self._fit)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.textChanged.connect(self._refit.start)
+        self._fit()
+
+    def _fit(self) -> None:
+        """As tall as its text, from one line to :data:`MOST_LINES` (then it scrolls)."""
+        lines = min(MOST_LINES, max(1, math.ceil(self.document().size().height())))
+        margins = self.contentsMargins()
+        frame = 2 * self.document().documentMargin() + margins.top() + margins.bottom()
+        height = math.ceil(lines * self.fontMetrics().lineSpacing() + frame)
+        # A scroll bar only once the text is taller than the composer may grow.
+        self.setVerticalScrollBarPolicy(
+            Qt.ScrollBarPolicy.ScrollBarAsNeeded
+            if lines >= MOST_LINES
+            else Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        )
+        if height != self.height() or self.minimumHeight() != height:
+            self.setFixedHeight(height)
 
     def retranslate(self) -> None:
         """Set the placeholder and the name a screen reader reads, in the current language."""
@@ -39,6 +68,12 @@ class Composer(QPlainTextEdit):
         self.setPlaceholderText(
             self.tr("Message the model… (Enter sends, Shift+Enter for a new line)")
         )
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._fit()  # another language may bring another font (Chinese)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         """Send on Enter, stop on Esc; Shift+Enter is a new line."""

@@ -334,6 +334,45 @@
     </message>
 </context>
 <context>
+    <name>EmptyChat</name>
+    <message>
+        <source>Explain how a rainbow forms, in three sentences.</source>
+        <translation>用三句话解释彩虹是怎么形成的。</translation>
+    </message>
+    <message>
+        <source>Write a Python function that tells whether a word is a palindrome.</source>
+        <translation>写一个 Python 函数，判断一个单词是不是回文。</translation>
+    </message>
+    <message>
+        <source>Suggest five names for a small bakery.</source>
+        <translation>为一家小面包店起五个名字。</translation>
+    </message>
+    <message>
+        <source>What should I pack for a weekend of hiking?</source>
+        <translation>周末去徒步，我该带些什么？</translation>
+    </message>
+    <message>
+        <source>No model open</source>
+        <translation>未打开模型</translation>
+    </message>
+    <message>
+        <source>Ask anything, or start from an example:</source>
+        <translation>随便问点什么，或者从一个示例开始：</translation>
+    </message>
+    <message>
+        <source>Put this in the composer</source>
+        <translation>把这段话放进输入框</translation>
+    </message>
+    <message>
+        <source>Want another model? Search the Hugging Face Hub in the model library (File &gt; Models…), or open a GGUF file you have.</source>
+        <translation>想换个模型？可在模型库（文件 &gt; 模型…）中搜索 Hugging Face Hub，或打开你已有的 GGUF 文件。</translation>
+    </message>
+    <message>
+        <source>Find models on the Hub</source>
+        <translation>在 Hub 上查找模型</translation>
+    </message>
+</context>
+<context>
     <name>Floodgate</name>
     <message>
         <source>The model failed: {reason}</source>
@@ -1274,8 +1313,16 @@
         <translation>发送</translation>
     </message>
     <message>
+        <source>Send the message (Enter)</source>
+        <translation>发送消息（Enter）</translation>
+    </message>
+    <message>
         <source>Stop</source>
         <translation>停止</translation>
+    </message>
+    <message>
+        <source>Stop the reply (Esc)</source>
+        <translation>停止回复（Esc）</translation>
     </message>
     <message>
         <source>Stopping…</source>
@@ -1344,6 +1391,61 @@
     <message>
         <source>queue {depth}/{bound}</source>
         <translation>队列 {depth}/{bound}</translation>
+    </message>
+</context>
+<context>
+    <name>ModelHeader</name>
+    <message>
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <source>No model</source>
+        <translation>无模型</translation>
+    </message>
+    <message>
+        <source>Model: {name}. Choose another model</source>
+        <translation>模型：{name}。选择其他模型</translation>
+    </message>
+    <message>
+        <source>{tokens} tokens of context</source>
+        <translation>上下文 {tokens} 个词元</translation>
+    </message>
+    <message>
+        <source>on a server</source>
+        <translation>在服务器上</translation>
+    </message>
+    <message>
+        <source>Choose the model that answers</source>
+        <translation>选择回答的模型</translation>
+    </message>
+    <message>
+        <source>On this computer</source>
+        <translation>本机</translation>
+    </message>
+    <message>
+        <source>No models found yet</source>
+        <translation>尚未找到模型</translation>
+    </message>
+    <message>
+        <source>Servers</source>
+        <translation>服务器</translation>
+    </message>
+    <message>
+        <source>{model} on {url}</source>
+        <translation>{url} 上的 {model}</translation>
+    </message>
+    <message>
+        <source>Connect to a server…</source>
+        <translation>连接到服务器…</translation>
+    </message>
+    <message>
+        <source>Open model…</source>
+        <translation>打开模型…</translation>
+    </message>
+    <message>
+        <source>Models and downloads…</source>
+        <translation>模型与下载…</translation>
     </message>
 </context>
 <context>

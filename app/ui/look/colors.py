@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from PySide6.QtGui import QColor, QPalette
 
+LINE_HEIGHT_PERCENT = 125
+"""Prose lines are this far apart, in percent of the font's own line height."""
+
 
 @dataclass(frozen=True)
 class Theme:
@@ -23,6 +26,8 @@ class Theme:
     error: str
     code_background: str
     grid: str
+    prompt_background: str
+    """The card a prompt sits in: the background tinted toward the accent colour."""
 
     @property
     def code_style(self) -> str:
@@ -35,6 +40,8 @@ class Theme:
         return (
             "p, ul, ol, blockquote, table, pre, h1, h2, h3, h4, h5, h6"
             " { margin-top: 0px; margin-bottom: 0px; }"
+            # A comfortable line height for reading prose (code keeps its own, tighter one).
+            f" p, li, blockquote {{ line-height: {LINE_HEIGHT_PERCENT}%; }}"
             f" a {{ color: {self.link}; }}"
             f" .address, .image {{ color: {self.muted}; }}"
             f" code {{ font-family: monospace; background-color: {self.code_background}; }}"
@@ -44,17 +51,23 @@ class Theme:
         )
 
 
+def mix(a: QColor, b: QColor, share: float) -> QColor:
+    """``a`` moved ``share`` of the way toward ``b`` (0: ``a``; 1: ``b``)."""
+    return QColor.fromRgbF(
+        a.redF() + (b.redF() - a.redF()) * share,
+        a.greenF() + (b.greenF() - a.greenF()) * share,
+        a.blueF() + (b.blueF() - a.blueF()) * share,
+    )
+
+
 def theme_for(palette: QPalette) -> Theme:
     """The theme matching a palette (dark when its window colour is dark)."""
     window = palette.color(QPalette.ColorRole.Base)  # the conversation's background
     dark = window.lightness() < 128
     text = palette.color(QPalette.ColorRole.Text)
-    mix = 0.4  # text faded 40 % toward the background: still above 4.5:1 in both themes
-    muted = QColor.fromRgbF(
-        text.redF() * (1 - mix) + window.redF() * mix,
-        text.greenF() * (1 - mix) + window.greenF() * mix,
-        text.blueF() * (1 - mix) + window.blueF() * mix,
-    )
+    # Text faded 40 % toward the background: still above 4.5:1 in both themes.
+    muted = mix(text, window, 0.4)
+    accent = palette.color(QPalette.ColorRole.Highlight)
     return Theme(
         dark=dark,
         text=text.name(),
@@ -63,4 +76,5 @@ def theme_for(palette: QPalette) -> Theme:
         error="#ff6b5b" if dark else "#c0392b",
         code_background="#272822" if dark else "#f3f3f3",
         grid="#555555" if dark else "#c8c8c8",
+        prompt_background=mix(window, accent, 0.22 if dark else 0.1).name(),
     )

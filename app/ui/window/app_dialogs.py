@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QObject, Slot
 from shiboken6 import isValid
 
 from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
-from app.engine.model_card import find_models, read_model_card
+from app.engine.model_card import ModelCard, find_models, read_model_card
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import HubDownloads
 from app.flow.preferences import PreferencesKeeper
@@ -31,6 +32,7 @@ from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.dialogs.server_dialog import ServerDialog
 from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.window.main_window import MainWindow
+from app.ui.window.model_header import ServerChoice
 
 
 class AppDialogs(QObject):
@@ -60,6 +62,11 @@ class AppDialogs(QObject):
         window.menus.models_requested.connect(self.open_library)
         window.menus.server_requested.connect(self.open_server_dialog)
         self._session.model_changed.connect(self._remember_model)
+        self._scanning = False
+        header = window.header
+        header.menu_opening.connect(self.fill_picker)
+        header.server_chosen.connect(self._connect_remembered)
+        self.fill_picker()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -97,9 +104,42 @@ class AppDialogs(QObject):
         library.finished.connect(library.deleteLater)
         library.open()
         self._library = library
+        self._spawn(describe_models(library, *self._model_files()))
+
+    def _model_files(self) -> tuple[list[Path], list[Path]]:
+        """Where the library looks for models, and the models opened lately."""
         folders = [PROJECT_DIR / "models", data_dir() / "models"]
-        recent = [Path(p) for p in self._keeper.preferences.recent_models]
-        self._spawn(describe_models(library, folders, recent))
+        return folders, [Path(p) for p in self._keeper.preferences.recent_models]
+
+    @Slot()
+    def fill_picker(self) -> None:
+        """Give the header's picker the library's models (read off the UI thread) and server."""
+        remembered = self._keeper.preferences
+        servers = []
+        if remembered.server_url and remembered.server_model:
+            servers.append(ServerChoice(remembered.server_url, remembered.server_model))
+        self._window.header.set_servers(servers)
+        if self._scanning:
+            return
+        self._scanning = True
+
+        async def scan() -> None:
+            try:
+                await describe_models(self._window.header, *self._model_files())
+            finally:
+                self._scanning = False
+
+        self._spawn(scan())
+
+    @Slot(object)
+    def _connect_remembered(self, server: ServerChoice) -> None:
+        """The server picked in the header: with the key the keyring keeps for it."""
+
+        async def connect() -> None:
+            key = await asyncio.to_thread(load_api_key, server.url)
+            self._connect(RemoteEndpoint(server.url, server.model, key or ""))
+
+        self._spawn(connect())
 
     def hub_downloads(self) -> HubDownloads:
         """The Hub and the downloads, made when the library first opens.
@@ -200,8 +240,18 @@ async def _fill_key(dialog: ServerDialog) -> None:
         dialog.key.setText(key)
 
 
-async def describe_models(library: ModelLibrary, folders: list[Path], recent: list[Path]) -> None:
-    """Fill the model library, reading each file's header on a worker thread."""
+class ModelShelf(Protocol):
+    """What shows the models found: the library's table, the header's picker."""
+
+    def add_card(self, card: ModelCard) -> None:
+        """Show one model."""
+
+    def add_problem(self, sentence: str) -> None:
+        """Say that a file could not be described."""
+
+
+async def describe_models(library: ModelShelf, folders: list[Path], recent: list[Path]) -> None:
+    """Fill the model library (or the picker), reading each file's header on a worker thread."""
     for path in await asyncio.to_thread(find_models, folders, recent):
         try:
             card = await asyncio.to_thread(read_model_card, path)

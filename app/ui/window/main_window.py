@@ -13,13 +13,14 @@ from PySide6.QtGui import (
     QDragMoveEvent,
     QDropEvent,
     QKeySequence,
+    QPalette,
     QShortcut,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QMainWindow,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
@@ -29,15 +30,22 @@ from app.engine import ModelInfo
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.base import MARGIN
 from app.ui.chat.transcript import APP_NAME, Transcript
 from app.ui.composer.attachments import ComposerAttachments
 from app.ui.composer.composer import Composer
+from app.ui.composer.composer_box import ComposerBox
 from app.ui.composer.prompt_edit import PromptEdit
 from app.ui.dialogs import chat_dialogs
+from app.ui.look.icon_button import IconButton
+from app.ui.look.icons import icon
+from app.ui.look.style import apply_style
 from app.ui.timeline.diagnostics import DiagnosticsPanel
 from app.ui.timeline.trace_recording import TraceRecording
 from app.ui.window.conversations_dock import ConversationsDock
+from app.ui.window.empty_chat import EmptyChat
 from app.ui.window.menus import WindowMenus
+from app.ui.window.model_header import ModelHeader
 from app.ui.window.saving_banner import SavingBanner
 from app.ui.window.status_line import StatusLine
 
@@ -55,6 +63,9 @@ class MainWindow(QMainWindow):
 
     closed = Signal()
 
+    composer_column: QWidget
+    """The banners and the composer's box, as wide as the conversation's rows at most."""
+
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
         self.session = session
@@ -63,6 +74,7 @@ class MainWindow(QMainWindow):
         self._tasks: set[asyncio.Future[object]] = set()
         self._build_central()
         self._build_docks()
+        self._restyle()
         self.transcript = Transcript(
             session, self.view, self.begin_edit, self.conversations.show_current
         )
@@ -82,14 +94,20 @@ class MainWindow(QMainWindow):
         self.composer.setFocus()
 
     def _build_central(self) -> None:
+        self.header = ModelHeader()
         self.view = ChatView()
-        self.composer = Composer()
-        self.send_button = QPushButton()
-        self.send_button.setObjectName("sendButton")
-        self.send_button.setDefault(True)
+        self.empty_chat = EmptyChat(self.view.viewport())
         self.attachments = ComposerAttachments(self, self.session, self.spawn)
         self.attach_button = self.attachments.attach_button
+        self.composer = Composer()
+        self.send_button = IconButton(icon("arrow-up", QPalette.ColorRole.HighlightedText), side=18)
+        self.send_button.setObjectName("sendButton")
+        # Tab reaches it; a click leaves the focus in the composer, where typing goes on.
+        self.send_button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
         self.tray = self.attachments.tray
+        self.composer_box = ComposerBox(
+            self.composer, self.attach_button, self.send_button, self.tray
+        )
         self.reader = self.attachments.reader
         self.setAcceptDrops(True)
         self.status_line = StatusLine(self.session, self)
@@ -139,6 +157,16 @@ class MainWindow(QMainWindow):
         session.figures_changed.connect(self._on_figures_changed)
         session.saving_failed.connect(self.saving_banner.show_problem)
         session.saving_recovered.connect(self._on_saving_recovered)
+        session.conversation_loaded.connect(self._show_title)
+        session.conversations_changed.connect(self._show_title)
+        self.view.emptied.connect(self._on_emptied)
+        self.empty_chat.prompt_chosen.connect(self._fill_composer)
+        self.empty_chat.library_requested.connect(self.menus.models_requested)
+        header = self.header
+        header.model_chosen.connect(self.open_model)
+        header.open_requested.connect(lambda: chat_dialogs.choose_model_file(self, session))
+        header.connect_requested.connect(self.menus.server_requested)
+        header.library_requested.connect(self.menus.models_requested)
 
     def spawn(self, coroutine: Coroutine[object, object, object]) -> None:
         """Run ``coroutine`` on the loop, keeping it alive until it ends."""
@@ -167,18 +195,50 @@ class MainWindow(QMainWindow):
         self.status_line.retranslate()
 
     def _show_send_state(self) -> None:
+        """The round button: Send (an arrow), or Stop (a square) while a reply streams.
+
+        Changed when a reply starts or ends, never per update; its words are its tooltip and
+        the name a screen reader reads.
+        """
+        button = self.send_button
         if not self.session.generating:
-            self.send_button.setText(self.tr("Send"))
-        elif self.send_button.isEnabled():
-            self.send_button.setText(self.tr("Stop"))
+            button.setText(self.tr("Send"))
+            tip = self.tr("Send the message (Enter)")
+        elif button.isEnabled():
+            button.setText(self.tr("Stop"))
+            tip = self.tr("Stop the reply (Esc)")
         else:
-            self.send_button.setText(self.tr("Stopping…"))
+            button.setText(self.tr("Stopping…"))
+            tip = button.text()
+        shape = "arrow-up" if not self.session.generating else "square"
+        if shape != button.property("shape"):
+            button.setProperty("shape", shape)
+            button.setIcon(icon(shape, QPalette.ColorRole.HighlightedText))
+        button.setAccessibleName(button.text())
+        button.setToolTip(tip)
 
     def changeEvent(self, event: QEvent) -> None:
-        """Retranslate when the language changes."""
+        """Retranslate when the language changes; restyle when the theme does."""
         super().changeEvent(event)
         if event.type() == QEvent.Type.LanguageChange:
             self.retranslate()
+        elif event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
+        elif event.type() == QEvent.Type.FontChange:
+            self.composer_column.setMaximumWidth(self.view.row_width_limit())
+
+    def _restyle(self) -> None:
+        """The window's chrome in the style of the theme (once per change of theme)."""
+        chrome: list[QWidget] = [
+            self.header,
+            self.composer_box,
+            self.edit_banner,
+            self.saving_banner,
+            self.empty_chat,
+            self.sidebar_dock,  # its title bar too
+            self.diagnostics_dock,  # its title bar and panel (not the conversation)
+        ]
+        apply_style(chrome, self.palette())
 
     # -- intent ---------------------------------------------------------------------------------
 
@@ -319,13 +379,34 @@ class MainWindow(QMainWindow):
     @Slot(str, str)
     def _on_state_changed(self, state: str, detail: str) -> None:
         self.status_line.show_state(detail)
+        if state == ModelState.LOADING.value:
+            self.header.show_loading(detail)
         if state == ModelState.ERROR.value:
             self.view.add_note(detail, error=True)
 
     @Slot(object)
     def _on_model_changed(self, info: ModelInfo) -> None:
         self.setWindowTitle(f"{APP_NAME} — {info.name}")
+        self.header.show_model(info)
+        self.empty_chat.show_model(info.name)
         self.refresh_room()
+
+    @Slot()
+    def _show_title(self) -> None:
+        self.header.show_title(self.session.conversation.title)
+
+    @Slot(bool)
+    def _on_emptied(self, empty: bool) -> None:
+        self.empty_chat.setVisible(empty)
+        if empty:
+            self.empty_chat.raise_()
+
+    @Slot(str)
+    def _fill_composer(self, text: str) -> None:
+        """An example prompt goes into the composer, to send or change."""
+        self.composer.setPlainText(text)
+        self.composer.moveCursor(QTextCursor.MoveOperation.End)
+        self.composer.setFocus()
 
     @Slot(str)
     def _on_notice(self, text: str) -> None:
@@ -342,6 +423,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_reply_started(self) -> None:
         self.transcript.reply_started()
+        self._show_title()
         self.send_button.setEnabled(True)
         self._show_send_state()
 
@@ -398,17 +480,31 @@ def _menu_actions(window: MainWindow) -> dict[str, Callable[[], object]]:
 
 
 def _central_widget(window: MainWindow) -> QWidget:
-    """The chat above the banners, the composer's row and the tray of attached files."""
-    row = QHBoxLayout()
-    row.addWidget(window.composer, 1)
-    row.addWidget(window.attach_button)
-    row.addWidget(window.send_button)
+    """The header over the chat, the banners, and the composer's box (as wide as the rows)."""
+    lower = QVBoxLayout()
+    lower.setContentsMargins(MARGIN, 4, MARGIN, 10)
+    lower.setSpacing(6)
+    lower.addWidget(window.saving_banner)
+    lower.addWidget(window.edit_banner)
+    lower.addWidget(window.composer_box)
+    bottom = window.composer_column = QWidget()
+    bottom.setLayout(lower)
+    # The composer lines up with the conversation's text on a wide window.
+    bottom.setMaximumWidth(window.view.row_width_limit())
+    area = QWidget()
+    area.setObjectName("composerArea")
+    area.setBackgroundRole(QPalette.ColorRole.Base)  # one surface with the conversation
+    area.setAutoFillBackground(True)
+    centred = QHBoxLayout(area)
+    centred.setContentsMargins(0, 0, 0, 0)
+    centred.addWidget(bottom)
     column = QVBoxLayout()
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(0)
+    column.addWidget(window.header)
     column.addWidget(window.view, 1)
-    column.addWidget(window.saving_banner)
-    column.addWidget(window.edit_banner)
-    column.addLayout(row)
-    column.addWidget(window.tray)
+    column.addWidget(area)
     central = QWidget()
+    central.setObjectName("chatPage")
     central.setLayout(column)
     return central

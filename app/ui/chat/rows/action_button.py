@@ -12,22 +12,23 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QPainter, QPaintEvent, QPalette, QPen
-from PySide6.QtWidgets import QToolButton, QWidget
+from PySide6.QtWidgets import QWidget
 from typing_extensions import override
+
+from app.ui.look.icon_button import IconButton
 
 FOCUS_RING_PX = 2
 
 
-class ActionButton(QToolButton):
-    """A flat button of a message.
+class ActionButton(IconButton):
+    """A flat button of a message: an icon (its words in the tooltip), or words where it has none.
 
     It is not in Qt's Tab chain: the chat view steps Tab through the current message's buttons
     itself, so Tab never walks through every button of a long conversation.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setAutoRaise(True)
+        super().__init__(None, parent)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
 
 

@@ -7,7 +7,7 @@ import functools
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from PySide6.QtCore import QCoreApplication, Qt, QTimer, Slot
+from PySide6.QtCore import QCoreApplication, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import (
     QAccessible,
     QColor,
@@ -25,6 +25,8 @@ from app.ui.chat.rows.base import MARGIN, ThemedRow
 from app.ui.chat.rows.lexers import PLAIN, shelf
 from app.ui.chat.rows.text_block import TextBlock
 from app.ui.look.colors import Theme
+from app.ui.look.icon_button import ICON_PX
+from app.ui.look.icons import icon
 
 _HEADER_HEIGHTS: dict[str, int] = {}
 
@@ -112,6 +114,9 @@ class CodeRow(ThemedRow):
         self._language.setTextFormat(Qt.TextFormat.PlainText)
         self._copy = ActionButton(self)
         self._copy.setObjectName("copyCode")
+        self._copy.setIcon(icon("copy"))
+        self._copy.setIconSize(QSize(ICON_PX - 2, ICON_PX - 2))
+        self._copy.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self._copy.clicked.connect(self._on_copy)
         self.retranslate()
         self._apply_colors()

@@ -17,6 +17,7 @@ from typing_extensions import override
 from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.base import MARGIN, Row
 from app.ui.chat.rows.text_block import TextBlock
+from app.ui.look.icons import icon
 
 Words = Callable[[], tuple[str, str, str]]
 """Gives a button's label, tooltip and spoken name, in the current language."""
@@ -26,6 +27,15 @@ ORDER = ("copy", "regenerate", "edit", "next", "counter", "previous")
 
 TAB_ORDER = ("previous", "next", "edit", "regenerate", "copy")
 """Left to right, the order Tab visits the buttons in (the chat view steps through them)."""
+
+ICONS = {
+    "copy": "copy",
+    "edit": "pencil",
+    "regenerate": "refresh-cw",
+    "previous": "chevron-left",
+    "next": "chevron-right",
+}
+"""The icon each action is drawn as (its words are its tooltip and its spoken name)."""
 
 
 def action_text(key: str, *, prompt: bool) -> tuple[str, str, str]:
@@ -118,6 +128,8 @@ class HeaderRow(Row):
         by ``words``; such buttons sit left of the actions, in the order they were added.
         """
         button = ActionButton(self)
+        if key in ICONS:
+            button.setIcon(icon(ICONS[key]))
         button.clicked.connect(lambda _=False: callback())
         self.buttons[key] = button
         if words is not None:
@@ -163,7 +175,20 @@ class HeaderRow(Row):
             return  # still being built
         top = 12
         height = self.buttons["copy"].sizeHint().height()
-        right = self.width() - MARGIN
+        name = self._name.sizeHint()
+        name_top = top + max(0, (height - name.height()) // 2)
+        if self.prompt:
+            # A prompt's card is on the right: its name too, with its buttons before it.
+            width = min(name.width(), max(0, self.width() - 2 * MARGIN))
+            left = self.width() - MARGIN - width
+            self._name.setGeometry(left, name_top, width, name.height())
+            self._place_buttons(left - 8, top, height)
+            return
+        right = self._place_buttons(self.width() - MARGIN, top, height)
+        self._name.setGeometry(MARGIN, name_top, max(0, right - MARGIN), name.height())
+
+    def _place_buttons(self, right: int, top: int, height: int) -> int:
+        """Lay the buttons out leftward from ``right``; returns where the leftmost one starts."""
         extra = [key for key in self.buttons if key not in ORDER]
         for key in [*ORDER, *reversed(extra)]:
             widget: QWidget | None = self._counter if key == "counter" else self.buttons.get(key)
@@ -173,9 +198,7 @@ class HeaderRow(Row):
             right -= width
             widget.setGeometry(right, top, width, height)
             right -= 2
-        name_height = self._name.sizeHint().height()
-        name_top = top + max(0, (height - name_height) // 2)
-        self._name.setGeometry(MARGIN, name_top, max(0, right - MARGIN), name_height)
+        return right
 
     @override
     def retranslate(self) -> None:

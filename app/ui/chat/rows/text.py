@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, Qt, Slot
-from PySide6.QtGui import QAccessible, QColor, QFont, QPalette
+from PySide6.QtGui import QAccessible, QColor, QFont, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
@@ -51,6 +51,15 @@ PREVIEW_CHARS = 6000
 laying out a 1 MB paste whole blocked the window for up to 0.77 s."""
 
 
+CARD_SHARE = 0.8
+"""A prompt's card is at most this share of the row's width (on the right: the reply's is all)."""
+
+CARD_PAD = (12, 7)
+"""The text's distance from the card's edge: sideways, and above and below."""
+
+CARD_RADIUS = 14
+
+
 def preview(text: str) -> str | None:
     """The beginning of a prompt enough to fill it folded, or None if that is all of it."""
     lines = FOLD_LINES + FOLD_SLACK_LINES + 1
@@ -80,15 +89,15 @@ class TextRow(ThemedRow):
         self.role = style
         self.label = TextBlock(self)
         self._plain = ""
-        top, bottom = (8, 8) if style == "user" else (0, 10)
+        top, bottom = (2, 8) if style == "user" else (0, 10)
         self._margins = (MARGIN + (10 if style == "thinking" else 0), top, MARGIN, bottom)
+        self._natural: int | None = None
+        """A prompt's widest line unwrapped, in pixels (its card is no wider than needed)."""
         self.expanded = False
         """Whether a long prompt is shown whole (it is folded until the user opens it)."""
         self._foldable = False
         self.fold_button: ActionButton | None = None
         if style == "user":
-            self.setAutoFillBackground(True)
-            self.setBackgroundRole(QPalette.ColorRole.AlternateBase)
             self.fold_button = ActionButton(self)
             self.fold_button.setObjectName("foldPrompt")
             self.fold_button.clicked.connect(self._toggle_fold)
@@ -108,6 +117,8 @@ class TextRow(ThemedRow):
         elif self.role == "error":
             palette.setColor(QPalette.ColorRole.WindowText, QColor(self.theme.error))
         self.label.setPalette(palette)
+        if self.role == "user":
+            self.update()  # the card's colour
 
     def set_plain(self, text: str) -> None:
         """Show text as it is (prompts and notes are never interpreted).
@@ -115,6 +126,7 @@ class TextRow(ThemedRow):
         A long prompt lays out only its beginning until the user unfolds it.
         """
         self._plain = text
+        self._natural = None
         shown = preview(text) if self.fold_button is not None and not self.expanded else None
         self.label.set_plain(text, shown=shown)
 
@@ -132,10 +144,36 @@ class TextRow(ThemedRow):
         continued = self.block is not None and self.block.continued
         return 0 if continued else self._margins[3]
 
+    def _natural_width(self) -> int:
+        """The prompt's widest line, unwrapped (a long prompt is as wide as its card may be)."""
+        if self._natural is None:
+            text = self._plain
+            if len(text) > PREVIEW_CHARS:
+                self._natural = 1 << 20
+            else:
+                metrics = self.label.fontMetrics()
+                lines = text.split("\n")
+                self._natural = max((metrics.horizontalAdvance(line) for line in lines), default=0)
+        return self._natural
+
+    def _text_span(self, width: int) -> tuple[int, int]:
+        """Where the text starts and how wide it is laid out, in a row ``width`` wide.
+
+        A prompt sits in a card on the right, as wide as its lines up to :data:`CARD_SHARE`
+        of the row; every other text runs from margin to margin.
+        """
+        left, _, right, _ = self._margins
+        room = max(1, width - left - right)
+        if self.role != "user":
+            return left, room
+        most = max(1, int(room * CARD_SHARE) - 2 * CARD_PAD[0])
+        fold = self.fold_button.sizeHint().width() if self._foldable and self.fold_button else 0
+        inner = min(most, max(self._natural_width() + 2, fold))
+        return width - right - CARD_PAD[0] - inner, inner
+
     def _text_height(self, width: int) -> int:
         """The height of the text shown at ``width`` (folded, if it is folded)."""
-        left, _, right, _ = self._margins
-        whole = self.label.height_for(max(1, width - left - right))
+        whole = self.label.height_for(self._text_span(width)[1])
         if self.fold_button is None:
             return whole
         line = self.label.line_height()
@@ -147,21 +185,39 @@ class TextRow(ThemedRow):
             return 0
         return self.fold_button.sizeHint().height() + 4
 
+    def _padding(self) -> int:
+        return CARD_PAD[1] if self.role == "user" else 0
+
     @override
     def row_height(self, width: int) -> int:
         _, top, _, _ = self._margins
         text = self._text_height(width)
-        return text + top + self._bottom() + self._button_height()
+        return text + top + 2 * self._padding() + self._bottom() + self._button_height()
 
     @override
     def resizeEvent(self, event: object) -> None:
-        left, top, right, _ = self._margins
+        top = self._margins[1] + self._padding()
         text = self._text_height(self.width())
-        self.label.setGeometry(left, top, self.width() - left - right, text)
+        left, width = self._text_span(self.width())
+        self.label.setGeometry(left, top, width, text)
         if self.fold_button is not None:
             self.fold_button.setVisible(self._foldable)
             hint = self.fold_button.sizeHint()
             self.fold_button.setGeometry(left - 4, top + text + 2, hint.width(), hint.height())
+
+    @override
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if self.role != "user":
+            return
+        # The prompt's card: painted only when the row is (never per streamed update).
+        label = self.label.geometry()
+        pad_x, pad_y = CARD_PAD
+        card = label.adjusted(-pad_x, -pad_y, pad_x, pad_y + self._button_height())
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(self.theme.prompt_background))
+        painter.drawRoundedRect(card, CARD_RADIUS, CARD_RADIUS)
 
     @Slot()
     def _toggle_fold(self) -> None:

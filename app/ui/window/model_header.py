@@ -1,0 +1,204 @@
+"""The header above the chat: the open model with its picker, its size and context, the title.
+
+The picker lists the library's models (as their headers are read, off the UI thread), the
+server Floodgate connected to last, and "Open model…"; choosing one switches models the way
+File > Open model… and the library do, mid-conversation too. The header changes only when
+the model, the list or the conversation's title changes: never while a reply streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QSize, Qt, Signal, SignalInstance
+from PySide6.QtGui import QAction, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QWidget,
+)
+from typing_extensions import override
+
+from app.documents import size_text
+from app.engine import ModelInfo
+from app.engine.model_card import ModelCard
+from app.ui.look.icon_button import ICON_PX
+from app.ui.look.icons import icon
+
+
+@dataclass(frozen=True)
+class ServerChoice:
+    """A server the picker offers: its address and the model asked of it."""
+
+    url: str
+    model: str
+
+
+class ModelHeader(QFrame):
+    """The model in use (a button that opens the picker), what it is, and the chat's title.
+
+    Signals:
+        model_chosen(Path): a model of the library was picked.
+        server_chosen(object): the remembered server was picked (a :class:`ServerChoice`).
+        open_requested(): "Open model…" (a file dialog).
+        connect_requested(): "Connect to a server…" (the server dialog).
+        library_requested(): "Models and downloads…" (the library, with its Hub tab).
+        menu_opening(): the picker is about to open (the list may be read again).
+    """
+
+    model_chosen = Signal(object)
+    server_chosen = Signal(object)
+    open_requested = Signal()
+    connect_requested = Signal()
+    library_requested = Signal()
+    menu_opening = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelHeader")
+        self.picker = QToolButton(self)
+        self.picker.setObjectName("modelPicker")
+        self.picker.setIcon(icon("cpu"))
+        self.picker.setIconSize(QSize(ICON_PX, ICON_PX))
+        self.picker.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.picker.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.picker.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.menu = QMenu(self.picker)
+        self.menu.setObjectName("modelMenu")
+        self.menu.aboutToShow.connect(self._fill_menu)
+        self.picker.setMenu(self.menu)
+        self.facts = QLabel(self)
+        self.facts.setObjectName("modelFacts")
+        self.facts.setTextFormat(Qt.TextFormat.PlainText)
+        self.title = QLabel(self)
+        self.title.setObjectName("conversationTitle")
+        self.title.setTextFormat(Qt.TextFormat.PlainText)  # a title from anywhere: not markup
+        self.title.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # As wide as the room left (the title is elided to it), not as wide as the title.
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 14, 6)
+        row.setSpacing(10)
+        row.addWidget(self.picker)
+        row.addWidget(self.facts)
+        row.addStretch(1)
+        row.addWidget(self.title, 2)
+        self.model: ModelInfo | None = None
+        self.cards: dict[Path, ModelCard] = {}
+        self.servers: list[ServerChoice] = []
+        self._title_text = ""
+        self.retranslate()
+
+    # -- what it shows --------------------------------------------------------------------------
+
+    def show_model(self, info: ModelInfo | None) -> None:
+        """The model now in use (None: none is open)."""
+        self.model = info
+        self._show_model()
+
+    def show_loading(self, sentence: str) -> None:
+        """A model is being opened: the sentence that says which, until it is ready."""
+        self.facts.setText(sentence)
+
+    def add_card(self, card: ModelCard) -> None:
+        """A model of the library, read from its header (its size shows once it is known)."""
+        self.cards[card.path.resolve()] = card
+        if self.model is not None and card.path.resolve() == self.model.path.resolve():
+            self._show_model()
+
+    def add_problem(self, _sentence: str) -> None:
+        """A file that could not be described is left out of the picker (the library says why)."""
+
+    def set_servers(self, servers: list[ServerChoice]) -> None:
+        """The servers the picker offers (the one connected to last)."""
+        self.servers = servers
+
+    def show_title(self, title: str) -> None:
+        """The conversation's title (empty: a new chat)."""
+        if title != self._title_text:
+            self._title_text = title
+            self._show_title()
+
+    def _show_title(self) -> None:
+        text = self._title_text or self.tr("New chat")
+        room = self.title.width() if self.title.isVisible() else 400
+        shown = self.title.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room)
+        self.title.setText(shown)
+        self.title.setToolTip(text if shown != text else "")
+
+    def _show_model(self) -> None:
+        info = self.model
+        if info is None:
+            self.picker.setText(self.tr("No model"))
+            self.facts.setText("")
+        else:
+            self.picker.setText(info.name)
+            self.facts.setText(self._facts(info))
+        self.picker.setAccessibleName(
+            self.tr("Model: {name}. Choose another model").format(name=self.picker.text())
+        )
+
+    def _facts(self, info: ModelInfo) -> str:
+        context = self.tr("{tokens} tokens of context").format(tokens=f"{info.n_ctx:,}")
+        if info.chat_format == "server":
+            return self.tr("on a server") + " · " + context
+        card = self.cards.get(info.path.resolve())
+        if card is None:
+            return context
+        return f"{size_text(card.size_bytes)} · {context}"
+
+    def retranslate(self) -> None:
+        """Every word of the header in the current language."""
+        self.picker.setToolTip(self.tr("Choose the model that answers"))
+        self._show_model()
+        self._show_title()
+
+    # -- the picker -----------------------------------------------------------------------------
+
+    def _fill_menu(self) -> None:
+        """Made anew each time it opens: cheap (a few entries), and never stale."""
+        self.menu_opening.emit()
+        menu = self.menu
+        menu.clear()
+        current = self.model.path.resolve() if self.model is not None else None
+        menu.addSection(self.tr("On this computer"))
+        if not self.cards:
+            none = menu.addAction(self.tr("No models found yet"))
+            none.setEnabled(False)
+        for path, card in sorted(self.cards.items(), key=lambda item: item[1].name.lower()):
+            action = menu.addAction(f"{card.name}  ·  {size_text(card.size_bytes)}")
+            if path == current:
+                action.setIcon(icon("check"))  # the one in use
+            action.setToolTip(str(path))
+            action.triggered.connect(lambda _=False, chosen=path: self.model_chosen.emit(chosen))
+        menu.addSection(self.tr("Servers"))
+        for server in self.servers:
+            label = self.tr("{model} on {url}").format(model=server.model, url=server.url)
+            action = menu.addAction(icon("server"), label)
+            action.triggered.connect(lambda _=False, chosen=server: self.server_chosen.emit(chosen))
+        self._add(menu, "server", self.tr("Connect to a server…"), self.connect_requested)
+        menu.addSeparator()
+        self._add(menu, "folder-open", self.tr("Open model…"), self.open_requested)
+        self._add(menu, "download", self.tr("Models and downloads…"), self.library_requested)
+
+    @staticmethod
+    def _add(menu: QMenu, name: str, text: str, signal: SignalInstance) -> QAction:
+        action = menu.addAction(icon(name), text)
+        action.triggered.connect(lambda _=False: signal.emit())
+        return action
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._show_title()  # elided to the room it has now
+
+    @override
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.LanguageChange:
+            self.retranslate()
