@@ -262,11 +262,14 @@ def test_forget_and_clear_drop_kept_prompts(backend: LlamaBackend) -> None:
     reply(backend, conversation_b(), "b")
     stats = backend.cache_stats()
     assert stats is not None
-    assert stats.entries == 1
+    # a was kept when b took the context; b itself is kept at the end of its reply only if
+    # it took long enough to compute (a busy machine), so it may be there too.
+    kept = stats.entries
+    assert kept in (1, 2)
     backend.forget("a")
     stats = backend.cache_stats()
     assert stats is not None
-    assert stats.entries == 0
+    assert stats.entries == kept - 1
     reply(backend, conversation_a(), "a")  # b kept now
     backend.clear_cache()
     stats = backend.cache_stats()
