@@ -103,7 +103,7 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = ("server",)
+SECTIONS = ("server", "download")
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup)."""
 
 
@@ -117,6 +117,9 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     if only == "server":
         setup.log("Floodgate as a local API server…")
         return {"server": await local_api(setup), "machine": machine(setup)}
+    if only == "download":
+        setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
+        return {"download": await download(setup), "machine": machine(setup)}
     loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
     try:
         app = await _app_sections(setup, loops)
