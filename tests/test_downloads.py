@@ -6,12 +6,16 @@ through the real ``huggingface_hub`` and ``httpx`` clients; the real Hub is neve
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import json
+import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from app.downloads.transfer import (
     FileTransfer,
     RemoteFile,
     StoppedError,
+    Writeback,
     partial_paths,
     pending,
 )
@@ -482,6 +487,33 @@ def test_a_disk_that_fills_mid_way_stops_with_a_sentence_and_keeps_the_partial(
     part, record = partial_paths(small_disk, "Tiny-F16.gguf")
     assert 0 < part.stat().st_size < 1_500_000
     assert record.is_file()
+
+
+def test_the_writeback_puts_written_bytes_on_disk_and_tells_the_writer_when_it_cannot(
+    tmp_path: Path,
+) -> None:
+    # A real file: the writeback's syncs go through, and the writer is never interrupted.
+    path = tmp_path / "file.part"
+    with path.open("wb", buffering=0) as f, Writeback(f.fileno(), every=1000) as writeback:
+        for total in range(1000, 20_001, 1000):
+            f.write(b"x" * 1000)
+            writeback.wrote(total)
+    assert path.stat().st_size == 20_000
+    # A pipe cannot be synced: the failure reaches the writer at its next write, not lost on
+    # the writeback's thread (the transfer turns it into its disk sentence).
+    read_end, write_end = os.pipe()
+    try:
+        failed = pytest.raises(OSError, match=r"Errno")
+        with Writeback(write_end, every=1) as failing, failed as info:
+            for total in itertools.count(1):
+                os.write(write_end, b"x")
+                os.read(read_end, 1)
+                failing.wrote(total)
+                time.sleep(0.001)
+        assert info.value.errno == errno.EINVAL
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_pause_resume_cancel_and_a_queue_of_several(

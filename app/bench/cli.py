@@ -22,7 +22,7 @@ from app.trace import TRACE
 
 
 def main(argv: Sequence[str]) -> int:
-    """``floodgate bench``; ``--help`` lists its options (``--only server`` or ``download``: one section)."""
+    """``floodgate bench``; ``--help`` lists its options (``--only download``: one section)."""
     import app.bench  # the package, not a sibling: its docstring
 
     # The package's first paragraph says what the bench does; the rest is a map for developers.

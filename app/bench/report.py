@@ -245,8 +245,11 @@ def _download_lines(doc: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        f"downloads of {fetched['mib']} MiB: plain stream {fetched['plain_mib_s']} MiB/s, "
-        f"Floodgate {fetched['app_mib_s']} MiB/s (median of {len(fetched['pairs'])} pairs)",
+        f"downloads of {fetched['mib']} MiB: plain stream written and synced "
+        f"{fetched['plain_mib_s']} MiB/s, Floodgate {fetched['app_mib_s']} MiB/s (median of "
+        f"{len(fetched['pairs'])} pairs); plain stream into the page cache only "
+        f"{fetched['page_cache_mib_s']} MiB/s (page_cache_ratio {fetched['page_cache_ratio']} "
+        f"{fetched['page_cache_ratio_ci']})",
     ]
 
 
