@@ -575,6 +575,64 @@ def test_pause_resume_cancel_and_a_queue_of_several(
     assert not (models / "Tiny-Q4_K_M.gguf").exists()
 
 
+def test_after_a_restart_running_downloads_go_on_paused_ones_wait_a_split_model_is_one(
+    fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
+) -> None:
+    repo = fake_hub.add(tiny_repo())
+    fake_hub.faults.rate = 1_000_000  # the split model takes about a second
+    hub = Hub()
+    first, second = (remote_of(hub, repo, f"Q8_0/Tiny-Q8_0-0000{n}-of-00002.gguf") for n in (1, 2))
+    changed = threading.Condition()
+    seen: list[DownloadStatus] = []
+
+    def on_change(status: DownloadStatus) -> None:
+        with changed:
+            seen.append(status)
+            changed.notify_all()
+
+    def wait_for(download_id: int, test: Callable[[DownloadStatus], bool]) -> DownloadStatus:
+        with changed:
+            assert changed.wait_for(
+                lambda: any(s.id == download_id and test(s) for s in seen), timeout=20
+            )
+            return next(s for s in reversed(seen) if s.id == download_id and test(s))
+
+    queue = make_queue(on_change, report_interval=0.02)
+    split = queue.add([first, second], hub.headers())
+    held = queue.add([remote_of(hub, repo, "Tiny-Q4_K_M.gguf")], hub.headers())
+    queue.pause(held.id)  # paused by the user before it began
+    wait_for(split.id, lambda s: s.done > first.size + 50_000)  # into its second part
+    queue.close()  # Floodgate ends mid-download
+    assert (models / first.name).is_file()  # the first part finished and was moved
+    kept = partial_paths(models, second.name)[0].stat().st_size
+    assert kept >= 50_000
+
+    fake_hub.faults.rate = None
+    seen.clear()
+    later = make_queue(on_change)
+    restored = {s.label: s for s in later.restore(hub.headers())}
+    # The split model is one download, its finished part counted; the paused one waits.
+    assert set(restored) == {first.name, "Tiny-Q4_K_M.gguf"}
+    model = restored[first.name]
+    assert (model.done, model.total) == (first.size + kept, first.size + second.size)
+    assert model.state is State.QUEUED  # it was running: it goes on by itself
+    assert restored["Tiny-Q4_K_M.gguf"].state is State.PAUSED
+    done = wait_for(model.id, lambda s: s.state is State.DONE)
+    assert done.path == models / first.name
+    for remote in (first, second):
+        assert hashlib.sha256((models / remote.name).read_bytes()).hexdigest() == remote.sha256
+    assert file_gets(fake_hub, first.path) == [None]  # not downloaded twice
+    assert file_gets(fake_hub, second.path)[-1] == f"bytes={kept}-"
+    assert later.wait(10)
+    assert later.statuses()[1].state is State.PAUSED  # still waiting for the user
+
+    # Done or cancelled, a download leaves nothing to restore.
+    later.cancel(restored["Tiny-Q4_K_M.gguf"].id)
+    assert later.wait(10)
+    assert not list((models / PARTIAL_FOLDER).iterdir())
+    assert make_queue(on_change).restore(hub.headers()) == []
+
+
 def test_a_split_model_downloads_every_part(
     fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
 ) -> None:

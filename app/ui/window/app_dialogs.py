@@ -60,6 +60,9 @@ class AppDialogs(QObject):
         window.menus.models_requested.connect(self.open_library)
         window.menus.server_requested.connect(self.open_server_dialog)
         self._session.model_changed.connect(self._remember_model)
+        # Downloads an earlier run left unfinished come back now, not when the library first
+        # opens: the ones that were running go on, and the status line shows them.
+        self.hub_downloads()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -102,7 +105,7 @@ class AppDialogs(QObject):
         self._spawn(describe_models(library, folders, recent))
 
     def hub_downloads(self) -> HubDownloads:
-        """The Hub and the downloads, made when the library first opens.
+        """The Hub and the downloads, made when the app starts.
 
         Kept for the app's life: downloads go on with the library closed, and the status
         line shows them.
@@ -114,7 +117,7 @@ class AppDialogs(QObject):
             # The running transfer stops with the window; what arrived waits for a resume.
             self._window.closed.connect(hub.close)
             self._hub = hub
-            self._spawn(hub.restore())  # what an earlier run left half-way, paused
+            self._spawn(hub.restore())  # what an earlier run left half-way (off the UI thread)
         return self._hub
 
     @Slot(object)
