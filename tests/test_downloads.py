@@ -80,6 +80,29 @@ def file_gets(fake: FakeHub, path: str) -> list[str | None]:
     return [r.range for r in fake.requests if r.method == "GET" and r.path.endswith("/" + path)]
 
 
+class Reported:
+    """What a download queue reports (on its thread): call it with a status; wait for one."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.statuses: list[DownloadStatus] = []
+
+    def __call__(self, status: DownloadStatus) -> None:
+        with self.changed:
+            self.statuses.append(status)
+            self.changed.notify_all()
+
+    def wait_for(self, download_id: int, test: Callable[[DownloadStatus], bool]) -> DownloadStatus:
+        """The latest status of ``download_id`` that passes ``test`` (waits up to 20 s)."""
+
+        def matches() -> list[DownloadStatus]:
+            return [s for s in self.statuses if s.id == download_id and test(s)]
+
+        with self.changed:
+            assert self.changed.wait_for(lambda: bool(matches()), timeout=20)
+            return matches()[-1]
+
+
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(trust_env=True, follow_redirects=True) as c:
@@ -522,21 +545,8 @@ def test_pause_resume_cancel_and_a_queue_of_several(
     repo = fake_hub.add(tiny_repo())
     fake_hub.faults.rate = 1_000_000  # a second and a half for the F16
     hub = Hub()
-    changed = threading.Condition()
-    seen: list[DownloadStatus] = []
-
-    def on_change(status: DownloadStatus) -> None:
-        with changed:
-            seen.append(status)
-            changed.notify_all()
-
-    def wait_for(download_id: int, test: object) -> DownloadStatus:
-        with changed:
-            assert changed.wait_for(
-                lambda: any(s.id == download_id and test(s) for s in seen),
-                timeout=20,  # type: ignore[operator]
-            )
-            return next(s for s in reversed(seen) if s.id == download_id and test(s))  # type: ignore[operator]
+    reported = Reported()
+    seen, on_change, wait_for = reported.statuses, reported, reported.wait_for
 
     queue = make_queue(on_change, report_interval=0.02)
     big = queue.add([remote_of(hub, repo, "Tiny-F16.gguf")], hub.headers())
@@ -582,20 +592,8 @@ def test_after_a_restart_running_downloads_go_on_paused_ones_wait_a_split_model_
     fake_hub.faults.rate = 1_000_000  # the split model takes about a second
     hub = Hub()
     first, second = (remote_of(hub, repo, f"Q8_0/Tiny-Q8_0-0000{n}-of-00002.gguf") for n in (1, 2))
-    changed = threading.Condition()
-    seen: list[DownloadStatus] = []
-
-    def on_change(status: DownloadStatus) -> None:
-        with changed:
-            seen.append(status)
-            changed.notify_all()
-
-    def wait_for(download_id: int, test: Callable[[DownloadStatus], bool]) -> DownloadStatus:
-        with changed:
-            assert changed.wait_for(
-                lambda: any(s.id == download_id and test(s) for s in seen), timeout=20
-            )
-            return next(s for s in reversed(seen) if s.id == download_id and test(s))
+    reported = Reported()
+    seen, on_change, wait_for = reported.statuses, reported, reported.wait_for
 
     queue = make_queue(on_change, report_interval=0.02)
     split = queue.add([first, second], hub.headers())

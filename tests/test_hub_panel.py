@@ -36,6 +36,15 @@ def downloads(loop: Loop, floodgate_home: Path) -> Iterator[HubDownloads]:
     hub.close()
 
 
+def shown_window(qtbot: QtBot) -> tuple[ChatSession, MainWindow, AppDialogs]:
+    """A window on a scripted model, shown, with the app's dialogs (and downloads) wired."""
+    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    return session, window, AppDialogs(window, Saved(), lambda settings: settings)
+
+
 def cell(table: object, row: int, column: int) -> str:
     item = table.item(row, column)  # type: ignore[attr-defined]
     return item.text() if item is not None else ""
@@ -171,11 +180,7 @@ def test_the_status_line_shows_a_download_and_the_library_gets_the_model(
 ) -> None:
     repo = fake_hub.add(tiny_repo())
     fake_hub.faults.rate = 1_000_000
-    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
-    dialogs = AppDialogs(window, Saved(), lambda settings: settings)
+    session, window, dialogs = shown_window(qtbot)
     try:
         dialogs.open_library()
         library = dialogs._library
@@ -217,11 +222,7 @@ def test_downloads_left_unfinished_come_back_when_the_app_starts(
     run_until(loop, lambda: any(s.id == running.id and s.done > 200_000 for s in seen))
     earlier.close()
 
-    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
-    dialogs = AppDialogs(window, Saved(), lambda settings: settings)
+    session, window, dialogs = shown_window(qtbot)
     try:
         # Without opening the library: the one that was running goes on by itself ...
         label = window.status_line.downloads_label
