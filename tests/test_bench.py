@@ -391,6 +391,8 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert len(fetched["pairs"]) == plan.download_pairs
     assert min(fetched["pairs"]) <= fetched["ratio_ci"][0] <= fetched["ratio"]
     assert fetched["ratio"] <= fetched["ratio_ci"][1] <= max(fetched["pairs"])
+    assert len(fetched["page_cache_pairs"]) == plan.download_pairs
+    assert fetched["page_cache_mib_s"] > 0
     assert is_distribution(fetched["loop_lag_ms"], min_n=10)
 
     prefill = doc["prefill"]
@@ -435,6 +437,24 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert panel["tok_s_hidden"] > 0
     assert doc["machine"]["cores"] == os.cpu_count()
     assert doc["machine"]["model"] == model_path.name
+
+
+def test_only_download_runs_the_download_section_alone(tmp_path: Path) -> None:
+    out = tmp_path / "download.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "--quick", "--only", "download", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| download.ratio |" in proc.stdout
+    assert "| server." not in proc.stdout
+    assert "plain stream written and synced" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"download", "machine"}
+    assert len(doc["download"]["pairs"]) == Plan.make(quick=True).download_pairs
 
 
 def test_large_messages_see_a_stall_and_build_what_they_measure(

@@ -6,12 +6,16 @@ through the real ``huggingface_hub`` and ``httpx`` clients; the real Hub is neve
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import json
+import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from app.downloads.transfer import (
     FileTransfer,
     RemoteFile,
     StoppedError,
+    Writeback,
     partial_paths,
     pending,
 )
@@ -73,6 +78,29 @@ def transfer(
 def file_gets(fake: FakeHub, path: str) -> list[str | None]:
     """The Range header of every GET of ``path`` (None: the whole file)."""
     return [r.range for r in fake.requests if r.method == "GET" and r.path.endswith("/" + path)]
+
+
+class Reported:
+    """What a download queue reports (on its thread): call it with a status; wait for one."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.statuses: list[DownloadStatus] = []
+
+    def __call__(self, status: DownloadStatus) -> None:
+        with self.changed:
+            self.statuses.append(status)
+            self.changed.notify_all()
+
+    def wait_for(self, download_id: int, test: Callable[[DownloadStatus], bool]) -> DownloadStatus:
+        """The latest status of ``download_id`` that passes ``test`` (waits up to 20 s)."""
+
+        def matches() -> list[DownloadStatus]:
+            return [s for s in self.statuses if s.id == download_id and test(s)]
+
+        with self.changed:
+            assert self.changed.wait_for(lambda: bool(matches()), timeout=20)
+            return matches()[-1]
 
 
 @pytest.fixture
@@ -484,27 +512,41 @@ def test_a_disk_that_fills_mid_way_stops_with_a_sentence_and_keeps_the_partial(
     assert record.is_file()
 
 
+def test_the_writeback_puts_written_bytes_on_disk_and_tells_the_writer_when_it_cannot(
+    tmp_path: Path,
+) -> None:
+    # A real file: the writeback's syncs go through, and the writer is never interrupted.
+    path = tmp_path / "file.part"
+    with path.open("wb", buffering=0) as f, Writeback(f.fileno(), every=1000) as writeback:
+        for total in range(1000, 20_001, 1000):
+            f.write(b"x" * 1000)
+            writeback.wrote(total)
+    assert path.stat().st_size == 20_000
+    # A pipe cannot be synced: the failure reaches the writer at its next write, not lost on
+    # the writeback's thread (the transfer turns it into its disk sentence).
+    read_end, write_end = os.pipe()
+    try:
+        failed = pytest.raises(OSError, match=r"Errno")
+        with Writeback(write_end, every=1) as failing, failed as info:
+            for total in itertools.count(1):
+                os.write(write_end, b"x")
+                os.read(read_end, 1)
+                failing.wrote(total)
+                time.sleep(0.001)
+        assert info.value.errno == errno.EINVAL
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_pause_resume_cancel_and_a_queue_of_several(
     fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
 ) -> None:
     repo = fake_hub.add(tiny_repo())
     fake_hub.faults.rate = 1_000_000  # a second and a half for the F16
     hub = Hub()
-    changed = threading.Condition()
-    seen: list[DownloadStatus] = []
-
-    def on_change(status: DownloadStatus) -> None:
-        with changed:
-            seen.append(status)
-            changed.notify_all()
-
-    def wait_for(download_id: int, test: object) -> DownloadStatus:
-        with changed:
-            assert changed.wait_for(
-                lambda: any(s.id == download_id and test(s) for s in seen),
-                timeout=20,  # type: ignore[operator]
-            )
-            return next(s for s in reversed(seen) if s.id == download_id and test(s))  # type: ignore[operator]
+    reported = Reported()
+    seen, on_change, wait_for = reported.statuses, reported, reported.wait_for
 
     queue = make_queue(on_change, report_interval=0.02)
     big = queue.add([remote_of(hub, repo, "Tiny-F16.gguf")], hub.headers())
@@ -541,6 +583,52 @@ def test_pause_resume_cancel_and_a_queue_of_several(
     assert not partial_paths(models, "Tiny-Q4_K_M.gguf")[0].exists()
     assert not partial_paths(models, "Tiny-Q4_K_M.gguf")[1].exists()
     assert not (models / "Tiny-Q4_K_M.gguf").exists()
+
+
+def test_after_a_restart_running_downloads_go_on_paused_ones_wait_a_split_model_is_one(
+    fake_hub: FakeHub, models: Path, make_queue: Callable[..., DownloadQueue]
+) -> None:
+    repo = fake_hub.add(tiny_repo())
+    fake_hub.faults.rate = 1_000_000  # the split model takes about a second
+    hub = Hub()
+    first, second = (remote_of(hub, repo, f"Q8_0/Tiny-Q8_0-0000{n}-of-00002.gguf") for n in (1, 2))
+    reported = Reported()
+    seen, on_change, wait_for = reported.statuses, reported, reported.wait_for
+
+    queue = make_queue(on_change, report_interval=0.02)
+    split = queue.add([first, second], hub.headers())
+    held = queue.add([remote_of(hub, repo, "Tiny-Q4_K_M.gguf")], hub.headers())
+    queue.pause(held.id)  # paused by the user before it began
+    wait_for(split.id, lambda s: s.done > first.size + 50_000)  # into its second part
+    queue.close()  # Floodgate ends mid-download
+    assert (models / first.name).is_file()  # the first part finished and was moved
+    kept = partial_paths(models, second.name)[0].stat().st_size
+    assert kept >= 50_000
+
+    fake_hub.faults.rate = None
+    seen.clear()
+    later = make_queue(on_change)
+    restored = {s.label: s for s in later.restore(hub.headers())}
+    # The split model is one download, its finished part counted; the paused one waits.
+    assert set(restored) == {first.name, "Tiny-Q4_K_M.gguf"}
+    model = restored[first.name]
+    assert (model.done, model.total) == (first.size + kept, first.size + second.size)
+    assert model.state is State.QUEUED  # it was running: it goes on by itself
+    assert restored["Tiny-Q4_K_M.gguf"].state is State.PAUSED
+    done = wait_for(model.id, lambda s: s.state is State.DONE)
+    assert done.path == models / first.name
+    for remote in (first, second):
+        assert hashlib.sha256((models / remote.name).read_bytes()).hexdigest() == remote.sha256
+    assert file_gets(fake_hub, first.path) == [None]  # not downloaded twice
+    assert file_gets(fake_hub, second.path)[-1] == f"bytes={kept}-"
+    assert later.wait(10)
+    assert later.statuses()[1].state is State.PAUSED  # still waiting for the user
+
+    # Done or cancelled, a download leaves nothing to restore.
+    later.cancel(restored["Tiny-Q4_K_M.gguf"].id)
+    assert later.wait(10)
+    assert not list((models / PARTIAL_FOLDER).iterdir())
+    assert make_queue(on_change).restore(hub.headers()) == []
 
 
 def test_a_split_model_downloads_every_part(

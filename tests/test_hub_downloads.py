@@ -63,8 +63,9 @@ def test_the_ui_thread_gets_rows_and_the_finished_model(
 
     first = downloads.download("Tiny-F16.gguf")
     assert first is not None
-    run_until(loop, lambda: downloads.status_text() != "")
-    assert "Tiny-F16.gguf: Downloading" in downloads.status_text()
+    # Queued, the status line says it waits; then that it downloads.
+    assert downloads.status_text().startswith("Tiny-F16.gguf: Waiting")
+    run_until(loop, lambda: "Tiny-F16.gguf: Downloading" in downloads.status_text())
     run_until(loop, lambda: bool(finished), timeout=20)
     assert finished == [downloads.folder / "Tiny-F16.gguf"]
     assert {thread for thread, _ in rows} == {main}

@@ -12,9 +12,13 @@ from PySide6.QtWidgets import QLineEdit, QProgressBar
 from pytestqt.qtbot import QtBot
 
 from app.bench.fake_hub import FakeHub, FakeRepo
+from app.downloads.hub import Hub
+from app.downloads.queue import DownloadQueue, DownloadStatus, State
+from app.downloads.transfer import RemoteFile
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.hub_downloads import HubDownloads
 from app.flow.session import ChatSession, ModelState
+from app.store.paths import data_dir
 from app.ui.dialogs.hub_panel import HubPanel
 from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.window.app_dialogs import AppDialogs
@@ -30,6 +34,15 @@ def downloads(loop: Loop, floodgate_home: Path) -> Iterator[HubDownloads]:
     hub = HubDownloads(floodgate_home / "models", n_ctx=1024)
     yield hub
     hub.close()
+
+
+def shown_window(qtbot: QtBot) -> tuple[ChatSession, MainWindow, AppDialogs]:
+    """A window on a scripted model, shown, with the app's dialogs (and downloads) wired."""
+    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    return session, window, AppDialogs(window, Saved(), lambda settings: settings)
 
 
 def cell(table: object, row: int, column: int) -> str:
@@ -167,11 +180,7 @@ def test_the_status_line_shows_a_download_and_the_library_gets_the_model(
 ) -> None:
     repo = fake_hub.add(tiny_repo())
     fake_hub.faults.rate = 1_000_000
-    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
-    dialogs = AppDialogs(window, Saved(), lambda settings: settings)
+    session, window, dialogs = shown_window(qtbot)
     try:
         dialogs.open_library()
         library = dialogs._library
@@ -190,3 +199,45 @@ def test_the_status_line_shows_a_download_and_the_library_gets_the_model(
         window.close()
         loop.run_until_complete(session.close())
     assert session.state is not ModelState.GENERATING
+
+
+def test_downloads_left_unfinished_come_back_when_the_app_starts(
+    qtbot: QtBot, loop: Loop, fake_hub: FakeHub
+) -> None:
+    repo = fake_hub.add(tiny_repo())
+    fake_hub.faults.rate = 1_000_000
+    hub = Hub()
+
+    def remote(path: str) -> RemoteFile:
+        file = repo.files[path]
+        return RemoteFile(hub.endpoint, repo.repo_id, repo.sha, path, file.size, file.sha256)
+
+    # An earlier run: the F16 downloading when Floodgate ended, a split model paused.
+    folder = data_dir() / "models"
+    seen: list[DownloadStatus] = []
+    earlier = DownloadQueue(folder, seen.append, report_interval=0.02)
+    running = earlier.add([remote("Tiny-F16.gguf")])
+    split = earlier.add([remote(f"Q8_0/Tiny-Q8_0-0000{n}-of-00002.gguf") for n in (1, 2)])
+    earlier.pause(split.id)
+    run_until(loop, lambda: any(s.id == running.id and s.done > 200_000 for s in seen))
+    earlier.close()
+
+    session, window, dialogs = shown_window(qtbot)
+    try:
+        # Without opening the library: the one that was running goes on by itself ...
+        label = window.status_line.downloads_label
+        run_until(loop, lambda: label.text().startswith("Tiny-F16.gguf: Downloading"))
+        assert "1 paused" in label.text()
+        hub_downloads = dialogs.hub_downloads()
+        run_until(loop, lambda: (folder / "Tiny-F16.gguf").is_file(), timeout=20)
+        # ... and the paused split model waits as one model, shown in the status line.
+        run_until(loop, lambda: label.text().startswith("Tiny-Q8_0-00001-of-00002.gguf: Paused"))
+        states = {row.label: row.state for row in hub_downloads.rows.values()}
+        assert states == {
+            "Tiny-F16.gguf": State.DONE.value,
+            "Tiny-Q8_0-00001-of-00002.gguf": State.PAUSED.value,
+        }
+        assert fake_hub.requests[-1].range is not None  # the F16 went on from where it was
+    finally:
+        window.close()
+        loop.run_until_complete(session.close())

@@ -145,7 +145,8 @@ class Plan:
             count's figure is the median of its rounds).
         large_chars: the size of the large messages built, cleared and sent.
         slow_reader_seconds: how long the API server's slow reader reads 100 bytes a second.
-        download_pairs: downloads through Floodgate against a plain stream of the same file.
+        download_pairs: downloads through Floodgate against a plain stream of the same file
+            (per reference: written and synced, and written only).
         download_mib: the size of that file.
     """
 
@@ -226,7 +227,7 @@ class Plan:
             thread_rounds=3,
             large_chars=1_000_000,
             slow_reader_seconds=30.0,
-            download_pairs=7,
+            download_pairs=15,
             download_mib=256,
         )
 

@@ -239,6 +239,20 @@ def _ttft_table(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _download_lines(doc: dict[str, Any]) -> list[str]:
+    fetched = doc.get("download")
+    if not fetched:
+        return []
+    return [
+        "",
+        f"downloads of {fetched['mib']} MiB: plain stream written and synced "
+        f"{fetched['plain_mib_s']} MiB/s, Floodgate {fetched['app_mib_s']} MiB/s (median of "
+        f"{len(fetched['pairs'])} pairs); plain stream into the page cache only "
+        f"{fetched['page_cache_mib_s']} MiB/s (page_cache_ratio {fetched['page_cache_ratio']} "
+        f"{fetched['page_cache_ratio_ci']})",
+    ]
+
+
 def _server_lines(doc: dict[str, Any]) -> list[str]:
     server = doc.get("server")
     if not server:
@@ -270,12 +284,14 @@ def table(doc: dict[str, Any]) -> str:
     """The bench's figures against their targets, as Markdown tables and lines."""
     if "baselines" not in doc:  # one section alone (--only)
         only = next(key for key in doc if key != "machine")
-        return "\n".join(_targets_table(doc, only + ".") + _server_lines(doc))
+        lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
+        return "\n".join(lines)
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _threads_table(doc)
     lines += _server_lines(doc)
+    lines += _download_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)
     lines += _ttft_table(doc)

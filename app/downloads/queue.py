@@ -1,20 +1,29 @@
 """Downloads waiting their turn: one at a time on a thread of their own, paused, resumed, cancelled.
 
-The window (through the flow) and ``floodgate pull`` both use it. It never blocks its caller:
-every transfer, every file deletion runs on the queue's thread, and what changes is reported
-through ``on_change`` as an immutable :class:`DownloadStatus` (on that thread; the flow moves
-it to the window's). Progress is reported at most every ``report_interval`` seconds.
+The window (through the flow) uses it. It never blocks its caller: every transfer, every file
+written or deleted runs on the queue's thread, and what changes is reported through
+``on_change`` as an immutable :class:`DownloadStatus` (on that thread; the flow moves it to the
+window's). Progress is reported at most every ``report_interval`` seconds.
+
+Each download (a model: one file, or every part of a split one) has a record of its own in the
+partial files' folder, ``<first file>.download.json``: its files in order and whether the user
+paused it. The next run restores it from there as one download (:meth:`DownloadQueue.restore`):
+a split model interrupted in its second part comes back as the model, its finished parts
+counted, rather than as the one part that has a partial file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
+import json
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +31,7 @@ import httpx
 
 from app.downloads.errors import DownloadError
 from app.downloads.transfer import (
+    PARTIAL_FOLDER,
     RETRY_DELAYS_S,
     STALL_TIMEOUT_S,
     FileTransfer,
@@ -29,6 +39,7 @@ from app.downloads.transfer import (
     StoppedError,
     discard,
     disk_free,
+    partial_paths,
     pending,
 )
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
@@ -86,6 +97,97 @@ class _Download:
     stop: threading.Event = field(default_factory=threading.Event)
     samples: deque[tuple[float, int]] = field(default_factory=deque)
     reported_at: float = 0.0
+    added: float = field(default_factory=time.time)
+    """When it was first queued (kept in its record: restored downloads keep their order)."""
+
+
+@dataclass(frozen=True)
+class WaitingDownload:
+    """A download a previous run left unfinished, as its record and the folder tell it.
+
+    Attributes:
+        files: its files, in order.
+        done: bytes already here (finished parts and partial files).
+        held: whether the user paused it (else it was running or waiting when Floodgate ended).
+        added: when it was first queued.
+    """
+
+    files: tuple[RemoteFile, ...]
+    done: int
+    held: bool
+    added: float
+
+
+def download_record(folder: Path, files: Sequence[RemoteFile]) -> Path:
+    """Where the record of the download of ``files`` is kept in the models ``folder``."""
+    return folder / PARTIAL_FOLDER / f"{files[0].name}.download.json"
+
+
+def _write_download_record(
+    folder: Path, files: Sequence[RemoteFile], held: bool, added: float
+) -> None:
+    record = download_record(folder, files)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    temporary = record.with_suffix(".tmp")
+    data = {"files": [asdict(f) for f in files], "held": held, "added": added}
+    temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(temporary, record)
+
+
+def _read_download_record(record: Path) -> tuple[tuple[RemoteFile, ...], bool, float] | None:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        listed = data["files"]
+        files = tuple(RemoteFile.from_record(f) for f in listed)
+        held, added = bool(data.get("held", False)), float(data.get("added", 0.0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not files or any(f is None for f in files):
+        return None
+    known = tuple(f for f in files if f is not None)  # all of them (checked above); for mypy
+    if download_record(record.parent.parent, known) != record:
+        return None
+    return known, held, added
+
+
+def _bytes_here(folder: Path, remote: RemoteFile) -> int:
+    """Bytes of ``remote`` already in ``folder``: the whole file once finished, else its part."""
+    final = folder / remote.name
+    with contextlib.suppress(OSError):
+        if final.stat().st_size == remote.size:
+            return remote.size  # verified again when the download runs
+    part = partial_paths(folder, remote.name)[0]
+    try:
+        return part.stat().st_size
+    except OSError:
+        return 0
+
+
+def waiting_downloads(folder: Path) -> list[WaitingDownload]:
+    """The downloads a previous run left in ``folder``, in the order they were queued.
+
+    Reads the folder: call it off the UI thread. A partial file with no download record of its
+    own (left by ``floodgate pull``, or by a Floodgate before download records) is one download
+    of its one file, paused.
+    """
+    waiting = folder / PARTIAL_FOLDER
+    if not waiting.is_dir():
+        return []
+    found: list[WaitingDownload] = []
+    covered: set[RemoteFile] = set()
+    for record in sorted(waiting.glob("*.download.json")):
+        read = _read_download_record(record)
+        if read is None:
+            continue
+        files, held, added = read
+        covered.update(files)
+        done = sum(_bytes_here(folder, f) for f in files)
+        found.append(WaitingDownload(files, done, held, added))
+    found.sort(key=lambda w: w.added)
+    for remote, done in pending(folder):
+        if remote not in covered:
+            found.append(WaitingDownload((remote,), done, True, 0.0))
+    return found
 
 
 class RateMeter:
@@ -134,6 +236,8 @@ class DownloadQueue:
         self._lock = threading.Lock()
         self._downloads: dict[int, _Download] = {}
         self._to_discard: list[RemoteFile] = []
+        self._to_note: list[_Download] = []
+        """Downloads whose record the queue's thread is to write (or delete) as they are now."""
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -162,31 +266,38 @@ class DownloadQueue:
                 done=0,
                 total=sum(f.size for f in files),
             )
-            self._downloads[status.id] = _Download(status, tuple(files), dict(headers or {}))
+            download = _Download(status, tuple(files), dict(headers or {}))
+            self._downloads[status.id] = download
+            self._to_note.append(download)  # its record, for the next run
         self.on_change(status)
         self._wake()
         return status
 
     def restore(self, headers: dict[str, str] | None = None) -> list[DownloadStatus]:
-        """List the partial downloads a previous run left (paused); reads the folder.
+        """Bring back the downloads a previous run left unfinished; reads the folder.
 
-        Call it off the UI thread. A split model's parts come back one by one.
+        Call it off the UI thread. Those the user had paused come back paused; those that were
+        running or waiting when Floodgate ended are queued again, in their order, and continue
+        where they were (what the user last asked for). A split model is one download.
         """
         restored = []
-        for remote, done in pending(self.folder):
+        for waiting in waiting_downloads(self.folder):
             with self._lock:
-                if any(remote in d.files for d in self._downloads.values()):
+                if any(set(waiting.files) & set(d.files) for d in self._downloads.values()):
                     continue
                 status = DownloadStatus(
                     id=next(self._ids),
-                    label=remote.name,
-                    state=State.PAUSED,
-                    done=done,
-                    total=remote.size,
+                    label=waiting.files[0].name,
+                    state=State.PAUSED if waiting.held else State.QUEUED,
+                    done=waiting.done,
+                    total=sum(f.size for f in waiting.files),
                 )
-                self._downloads[status.id] = _Download(status, (remote,), dict(headers or {}))
+                self._downloads[status.id] = _Download(
+                    status, waiting.files, dict(headers or {}), added=waiting.added
+                )
             restored.append(status)
             self.on_change(status)
+        self._wake()
         return restored
 
     def pause(self, download_id: int) -> None:
@@ -196,7 +307,6 @@ class DownloadQueue:
     def resume(self, download_id: int) -> None:
         """Put a paused (or failed) download back in the queue; it continues where it was."""
         self._change(download_id, State.QUEUED, (State.PAUSED, State.FAILED))
-        self._wake()
 
     def cancel(self, download_id: int) -> None:
         """Stop a download and delete what arrived."""
@@ -209,6 +319,7 @@ class DownloadQueue:
             download.status = replace(download.status, state=State.CANCELLED, speed=0.0)
             if not running:
                 self._to_discard.extend(download.files)
+                self._to_note.append(download)  # its record goes
             status = download.status
         self.on_change(status)
         self._wake()
@@ -256,8 +367,10 @@ class DownloadQueue:
             download.status = replace(
                 download.status, state=state, speed=0.0, seconds_left=None, sentence=None
             )
+            self._to_note.append(download)  # paused by the user, or not any more
             status = download.status
         self.on_change(status)
+        self._wake()
 
     def _wake(self) -> None:
         with self._lock:
@@ -266,12 +379,16 @@ class DownloadQueue:
             self._thread = threading.Thread(target=self._work, name="downloads", daemon=True)
             self._thread.start()
 
-    def _next(self) -> tuple[_Download, threading.Event] | RemoteFile | None:
+    def _next(self) -> tuple[_Download, threading.Event] | _Download | RemoteFile | None:
         with self._lock:
-            if self._closed:
-                return None
+            # Deletions and records first, even when closing: a Pause or a Cancel just before
+            # Floodgate ends is what the next run finds.
             if self._to_discard:
                 return self._to_discard.pop(0)
+            if self._to_note:
+                return self._to_note.pop(0)
+            if self._closed:
+                return None
             for download in self._downloads.values():
                 if download.status.state is State.QUEUED:
                     download.status = replace(download.status, state=State.DOWNLOADING)
@@ -285,6 +402,9 @@ class DownloadQueue:
         while (item := self._next()) is not None:
             if isinstance(item, RemoteFile):
                 discard(self.folder, item.name)
+                continue
+            if isinstance(item, _Download):
+                self._note(item)
                 continue
             download, stop = item
             self.on_change(download.status)
@@ -331,7 +451,41 @@ class DownloadQueue:
             return
         self._end(download, State.DONE, None, path, keep=True)
 
+    def _note(self, download: _Download) -> None:
+        """Write ``download``'s record as it is now, or delete it once it has ended."""
+        with self._lock:
+            state = download.status.state
+        record = download_record(self.folder, download.files)
+        try:
+            if state in (State.DONE, State.CANCELLED):
+                record.unlink(missing_ok=True)
+            else:
+                _write_download_record(
+                    self.folder, download.files, state is State.PAUSED, download.added
+                )
+        except OSError:
+            pass  # a record that cannot be written costs only the restore of this download
+
+    def _tidy(self) -> None:
+        """Delete and write what callers asked for meanwhile (on the queue's thread)."""
+        while True:
+            with self._lock:
+                if self._to_discard:
+                    item: RemoteFile | _Download = self._to_discard.pop(0)
+                elif self._to_note:
+                    item = self._to_note.pop(0)
+                else:
+                    return
+            if isinstance(item, RemoteFile):
+                discard(self.folder, item.name)
+            else:
+                self._note(item)
+
     def _progress(self, download: _Download, before: int, file_done: int) -> None:
+        if self._to_discard or self._to_note:
+            # A download added, paused or cancelled during a long one: its record is written
+            # now, not when this one ends (a crash meanwhile would lose it).
+            self._tidy()
         done = before + file_done
         now = time.monotonic()
         # Called for every chunk read (thousands a second): between reports, nothing else.
@@ -357,6 +511,7 @@ class DownloadQueue:
         if state is State.CANCELLED:
             for remote in download.files:
                 discard(self.folder, remote.name)
+            self._note(download)
         self.on_change(status)
 
     def _end(
@@ -386,4 +541,7 @@ class DownloadQueue:
         if not keep:
             for remote in download.files:
                 discard(self.folder, remote.name)
+        if state is State.DONE or not keep:
+            with contextlib.suppress(OSError):
+                download_record(self.folder, download.files).unlink(missing_ok=True)
         self.on_change(status)

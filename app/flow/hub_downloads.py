@@ -21,7 +21,7 @@ from app.downloads.estimate import Assessment, Fit, assess, machine_memory
 from app.downloads.files import ModelChoice, size_text
 from app.downloads.hub import Hub, ModelSearch, RepoListing, RepoSummary, save_token
 from app.downloads.hub import Sort as Sort  # the window names the orders by it
-from app.downloads.queue import DownloadQueue, DownloadStatus, State
+from app.downloads.queue import DownloadQueue, DownloadStatus, State, waiting_downloads
 from app.downloads.transfer import RemoteFile
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP
@@ -295,7 +295,14 @@ class HubDownloads(QObject):
         return row
 
     async def restore(self) -> None:
-        """List the downloads a previous run left unfinished (paused, ready to resume)."""
+        """Bring back the downloads a previous run left unfinished (see DownloadQueue.restore).
+
+        Called when the app starts: those that were running go on, those the user paused wait.
+        The folder is read, and the Hub's token looked up, off the UI thread; the token only
+        when something waits.
+        """
+        if not await asyncio.to_thread(waiting_downloads, self.folder):
+            return
         hub = await self._the_hub()
         await asyncio.to_thread(self.queue.restore, hub.headers())
 
@@ -319,15 +326,26 @@ class HubDownloads(QObject):
         self.queue.cancel(download_id)
 
     def status_text(self) -> str:
-        """What the status line says of the downloads ("" when none is active)."""
-        active = [r for r in self.rows.values() if r.state == State.DOWNLOADING.value]
-        if not active:
+        """What the status line says of the downloads ("" when none is unfinished).
+
+        The one downloading (or else the first waiting for the user: paused or stopped), and
+        how many others wait.
+        """
+        rows = list(self.rows.values())
+        active = [r for r in rows if r.state == State.DOWNLOADING.value]
+        held = [r for r in rows if r.state in (State.PAUSED.value, State.FAILED.value)]
+        queued = [r for r in rows if r.state == State.QUEUED.value]
+        first = active or held or queued
+        if not first:
             return ""
-        row = active[0]
-        waiting = sum(1 for r in self.rows.values() if r.state == State.QUEUED.value)
-        text = f"{row.label}: {row.progress}"
+        shown = first[0]
+        text = f"{shown.label}: {shown.progress}"
+        waiting = sum(1 for r in queued if r is not shown)
         if waiting:
             text += " · " + say(QT_TRANSLATE_NOOP("Floodgate", "{n} waiting"), n=waiting)
+        paused = sum(1 for r in held if r is not shown)
+        if paused:
+            text += " · " + say(QT_TRANSLATE_NOOP("Floodgate", "{n} paused"), n=paused)
         return text
 
     @Slot()

@@ -1138,6 +1138,10 @@
         <source>{n} waiting</source>
         <translation>{n} 个等待中</translation>
     </message>
+    <message>
+        <source>{n} paused</source>
+        <translation>{n} 个已暂停</translation>
+    </message>
 </context>
 <context>
     <name>HubPanel</name>

@@ -67,6 +67,9 @@ class AppDialogs(QObject):
         header.menu_opening.connect(self.fill_picker)
         header.server_chosen.connect(self._connect_remembered)
         self.fill_picker()
+        # Downloads an earlier run left unfinished come back now, not when the library first
+        # opens: the ones that were running go on, and the status line shows them.
+        self.hub_downloads()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class AppDialogs(QObject):
         self._spawn(connect())
 
     def hub_downloads(self) -> HubDownloads:
-        """The Hub and the downloads, made when the library first opens.
+        """The Hub and the downloads, made when the app starts.
 
         Kept for the app's life: downloads go on with the library closed, and the status
         line shows them.
@@ -154,7 +157,7 @@ class AppDialogs(QObject):
             # The running transfer stops with the window; what arrived waits for a resume.
             self._window.closed.connect(hub.close)
             self._hub = hub
-            self._spawn(hub.restore())  # what an earlier run left half-way, paused
+            self._spawn(hub.restore())  # what an earlier run left half-way (off the UI thread)
         return self._hub
 
     @Slot(object)
