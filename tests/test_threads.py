@@ -160,10 +160,11 @@ def test_the_first_open_measures_and_the_next_one_reuses_it(
     loop.run_until_complete(session.close())
 
 
-@pytest.mark.model
-def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
+def _measuring_session(
     loop: Loop, model_path: Path, tmp_path: Path
-) -> None:
+) -> tuple[ChatSession, list[ThreadReport]]:
+    """A session whose worker is measuring its decode threads (the model's first open), and
+    the list its thread reports arrive in."""
     reports: list[ThreadReport] = []
     session = _session(ThreadChoices(tmp_path))
     session.host.threads_changed.connect(reports.append)
@@ -171,6 +172,14 @@ def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
     session.host._worker.threads_measuring.connect(lambda n, rate: measuring.set())
     session.open_model(model_path)
     run_until(loop, measuring.is_set, timeout=60)
+    return session, reports
+
+
+@pytest.mark.model
+def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    session, reports = _measuring_session(loop, model_path, tmp_path)
     session.send("Say hello.")
     run_until(loop, lambda: bool(reports), timeout=60)
     assert reports[0].source == "default"  # not kept: measured again next time
@@ -185,13 +194,7 @@ def test_a_prompt_sent_during_the_measurement_ends_it_and_is_answered(
 def test_an_api_request_during_the_measurement_ends_it_and_is_answered(
     loop: Loop, model_path: Path, tmp_path: Path
 ) -> None:
-    reports: list[ThreadReport] = []
-    session = _session(ThreadChoices(tmp_path))
-    session.host.threads_changed.connect(reports.append)
-    measuring = threading.Event()
-    session.host._worker.threads_measuring.connect(lambda n, rate: measuring.set())
-    session.open_model(model_path)
-    run_until(loop, measuring.is_set, timeout=60)
+    session, reports = _measuring_session(loop, model_path, tmp_path)
     server = LocalServer(ServerConfig(port=0), session.host)
     server.start()
     answers: list[str] = []
@@ -212,6 +215,25 @@ def test_an_api_request_during_the_measurement_ends_it_and_is_answered(
         server.stop()
     assert answers[0]
     assert reports[0].source == "default"  # the measurement ended: measured again next time
+    assert not ThreadChoices(tmp_path).path.exists()
+    loop.run_until_complete(session.close())
+
+
+@pytest.mark.model
+def test_a_prompt_sent_while_the_model_loads_does_not_wait_for_a_measurement(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    reports: list[ThreadReport] = []
+    measured: list[int] = []
+    session = _session(ThreadChoices(tmp_path))
+    session.host.threads_changed.connect(reports.append)
+    session.host._worker.threads_measuring.connect(lambda n, rate: measured.append(n))
+    session.open_model(model_path)
+    session.send("Say hello.")  # queued behind the model's loading
+    run_until(loop, lambda: bool(reports) and not session.generating, timeout=60)
+    assert reports[0].source == "default"  # skipped: measured the next time it opens
+    assert measured == []
+    assert session.conversation.messages[-1].content
     assert not ThreadChoices(tmp_path).path.exists()
     loop.run_until_complete(session.close())
 

@@ -95,10 +95,9 @@ class ModelHost(QObject):
     def produce_local(self, job: ReplyJob) -> None:
         """Queue ``job`` for the local model's worker, in the one FIFO queue of its jobs.
 
-        Thread-safe: the API server calls it from its own thread. A measurement of the decode
-        threads in progress ends first, so that the request is not kept waiting behind it.
+        Thread-safe: the API server calls it from its own thread. Like the window's replies,
+        it ends a decode-thread measurement rather than wait behind it (the worker sees to it).
         """
-        self._worker.stop_measuring()
         self._worker.produce(job)
 
     def open_model(self, path: Path) -> None:
@@ -199,8 +198,6 @@ class ModelHost(QObject):
     def reply_began(self) -> None:
         """A reply was sent: say it is being answered, unless the model is still loading."""
         self.replying = True
-        # The prompt must not wait for a measurement: every physical core decodes it instead.
-        self.stop_measuring()
         if self.state is ModelState.LOADING:
             self.notice.emit(
                 say(

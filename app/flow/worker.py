@@ -223,6 +223,9 @@ class InferenceWorker(QThread):
         self._opener = opener
         self._thread_choices = thread_choices
         self._measuring: StopSignal | None = None
+        # Replies queued and not yet begun: a measurement never keeps one waiting.
+        self._replies_waiting = 0
+        self._waiting_lock = threading.Lock()
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._backend: Backend | None = None
         self._options = EngineOptions()
@@ -235,8 +238,16 @@ class InferenceWorker(QThread):
         self._jobs.put(_LoadJob(path, options))
 
     def produce(self, job: ReplyJob) -> None:
-        """Generate a reply (after the jobs already submitted)."""
+        """Generate a reply (after the jobs already submitted).
+
+        Any thread may call this (the window's, the API server's). A decode-thread measurement
+        in progress ends at once, and one about to begin (after a model opens) is skipped:
+        every physical core decodes the reply instead.
+        """
+        with self._waiting_lock:
+            self._replies_waiting += 1
         self._jobs.put(job)
+        self.stop_measuring()
 
     def with_backend(self, action: Callable[[Backend], None]) -> None:
         """Run ``action`` on the open model, on this thread (nothing happens without one)."""
@@ -291,6 +302,8 @@ class InferenceWorker(QThread):
                 elif isinstance(job, _MeasureJob):
                     self._choose_threads(remeasure=True)
                 else:
+                    with self._waiting_lock:
+                        self._replies_waiting -= 1
                     job.began_at = time.perf_counter()
                     with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
                         self._generate(job)
@@ -376,7 +389,10 @@ class InferenceWorker(QThread):
 
     def _measure(self, backend: Backend, batch: int) -> ThreadChoice | None:
         stop = StopSignal()
-        self._measuring = stop
+        self._measuring = stop  # set before the count is read: produce() sees one or the other
+        with self._waiting_lock:
+            if self._replies_waiting:
+                stop.set()
         try:
             with TRACE.span("measure decode threads", cat="worker"):
                 return calibrate(
