@@ -18,12 +18,14 @@ import json
 import os
 import re
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 _CHUNK = 64 * 1024
@@ -141,6 +143,19 @@ class Request:
     """Asked as a proxy is asked (an absolute address in the request line)."""
 
 
+class _HubServer(ThreadingHTTPServer):
+    """The server, quiet about clients that leave mid-request.
+
+    Downloads are dropped, paused and cancelled on purpose in the tests and the bench; the
+    standard server prints each such reset to stderr as if it were a fault of its own.
+    """
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeHub:
     """The fake Hub; ``with FakeHub() as hub:`` serves it at ``hub.url`` on a thread.
 
@@ -154,7 +169,7 @@ class FakeHub:
         self.faults = Faults()
         self.requests: list[Request] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = _HubServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.hub = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
