@@ -128,9 +128,14 @@ class EngineThread:
         messages: list[ChatMessage],
         settings: GenerationSettings,
         conversation: str,
-        stop_when: Callable[[GenerationReport], bool] | None = None,
+        stop_when: Callable[[GenerationReport, float], bool] | None = None,
     ) -> Reply:
-        """Run ``stream_reply`` on the thread; Stop once ``stop_when(report)`` holds, if given."""
+        """Run ``stream_reply`` on the thread; Stop once ``stop_when`` holds, if given.
+
+        ``stop_when`` is given the report and the seconds since the reply was asked for. A
+        stopped reply's ``stopped_at`` is the prompt tokens the engine kept: a Stop inside a
+        chunk of prompt processing keeps the chunks before it.
+        """
         stop = StopSignal()
         report = GenerationReport()
         pieces: list[str] = []
@@ -148,10 +153,11 @@ class EngineThread:
         done = self._pool.submit(work)
         stopped_at = 0
         if stop_when is not None:
-            while not done.done() and not stop_when(report):
+            while not done.done() and not stop_when(report, time.perf_counter() - began):
                 time.sleep(0.001)
-            stopped_at = report.prefill_done
             stop.set()
         done.result()
+        if stop_when is not None:
+            stopped_at = report.prefill_done
         ttft = (first[0] - began) * 1000 if first else math.nan
         return Reply("".join(pieces), ttft, report, stopped_at)

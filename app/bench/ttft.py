@@ -29,7 +29,7 @@ from typing import Any
 
 from app.bench.engine_drive import EngineThread, Reply, history
 from app.bench.plan import Setup
-from app.engine import ChatMessage, EngineOptions, GenerationSettings
+from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings
 from app.engine.llama import LlamaBackend, open_llama
 
 STEPS = (
@@ -89,6 +89,32 @@ A_STEPS = ("cold", "same_conversation", "follow_up_after_long_reply", "switch_ba
 """Conversation A's steps before the restart, each the next follow-up of the one before."""
 
 
+class HalfWay:
+    """Stop at about half of the prompt's processing, as a user's Stop lands: at a moment.
+
+    Stops at the first chunk boundary at or past half the prompt, or at the moment half the
+    prompt should be done at the first chunk's rate, whichever comes first. The second
+    catches a fast machine, where one chunk (sized to take a fixed time) holds all the
+    prompt past the first: its Stop then lands inside that chunk, and the engine keeps the
+    chunks before it.
+    """
+
+    def __init__(self) -> None:
+        self._first: tuple[int, float] | None = None  # the first progress: tokens, seconds
+
+    def __call__(self, report: GenerationReport, seconds: float) -> bool:
+        """Whether to Stop now, ``seconds`` after the prompt was sent."""
+        total, done = report.prompt_tokens, report.prefill_done
+        if total == 0 or done == 0:
+            return False
+        if done >= total // 2:
+            return True
+        if self._first is None:
+            self._first = (done, seconds)
+        first_tokens, first_seconds = self._first
+        return seconds >= (total / 2) * first_seconds / first_tokens
+
+
 def _scenario(
     thread: EngineThread, open_engine: Callable[[], LlamaBackend], script: Script, tokens: int
 ) -> Run:
@@ -119,7 +145,7 @@ def _scenario(
         step(engine, "after_restart", "A", script.a_turn(said))
         half = thread.reply(
             engine, script.c, _settings("C", tokens), "C",
-            stop_when=lambda r: r.prompt_tokens > 0 and r.prefill_done >= r.prompt_tokens // 2,
+            stop_when=HalfWay(),
         )  # fmt: skip
         resumed = step(engine, "resume_after_prefill_stop", "C", script.c)
         resumed.stopped_at = half.stopped_at
