@@ -191,7 +191,9 @@ def test_a_dark_palette_restyles_every_row(view: ChatView) -> None:
     (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
     assert code.theme.dark
     texts = [r for r in body_rows(view) if isinstance(r, TextRow)]
-    assert all(view.theme.css in r.label.text() for r in texts)
+    assert all(r.label.style_sheet == view.theme.css for r in texts)
+    # The document shows it: the code spans' background is the dark one.
+    assert any(view.theme.code_background in r.label.document.toHtml() for r in texts)
 
 
 def test_copying_a_long_code_block_copies_all_its_segments(view: ChatView, qtbot: QtBot) -> None:

@@ -85,7 +85,7 @@ def test_bytes_that_never_make_a_character_are_dropped_not_replaced() -> None:
 
 
 def test_sampler_chain_is_rebuilt_only_when_the_settings_change() -> None:
-    chain = SamplerChain(n_vocab=32)
+    chain = SamplerChain()
     try:
         first = chain.prepare(GREEDY)
         assert llama_cpp.llama_sampler_chain_n(first) == 2  # penalties, greedy

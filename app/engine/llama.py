@@ -206,7 +206,7 @@ class LlamaBackend:
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._n_ctx = llm.n_ctx()
         self._sequence = KvSequence(ctx, int(llama_cpp.llama_n_batch(ctx)))
-        self._sampler = SamplerChain(llm.n_vocab(), self._vocab)
+        self._sampler = SamplerChain(self._vocab)
         self._pieces = TokenPieces(self._vocab)
         self._prompt = _Prompt(llm, path)
         self._closed = False

@@ -135,8 +135,7 @@ class TextRow(ThemedRow):
         assert self.block is not None
         self.renders += 1
         self.label.set_html(
-            f"<html><head><style>{self.theme.css}</style></head>"
-            f"<body>{self.block.html}</body></html>"
+            f"<html><body>{self.block.html}</body></html>", style_sheet=self.theme.css
         )
 
     def _bottom(self) -> int:

@@ -94,6 +94,7 @@ class TextBlock(QWidget):
         self._full: str | None = None
         """The whole text, when the document holds only its beginning (a folded prompt)."""
         self._html = ""
+        self._style_sheet = ""
         self._text_width = -1.0
         self._length: int | None = 0
         self._heights: dict[int, int] = {}
@@ -129,6 +130,7 @@ class TextBlock(QWidget):
             option.setWrapMode(QTextOption.WrapMode.NoWrap)
             document.setDefaultTextOption(option)
         if self._format == Qt.TextFormat.RichText:
+            document.setDefaultStyleSheet(self._style_sheet)
             document.setHtml(self._html)
         else:
             document.setPlainText(self._laid)
@@ -187,16 +189,31 @@ class TextBlock(QWidget):
         """Whether only the beginning of the text is laid out."""
         return self._full is not None
 
-    def set_html(self, html: str) -> None:
-        """Show rich text (safe HTML made by :mod:`app.markdown.stream` or Pygments)."""
+    def set_html(self, html: str, *, style_sheet: str = "") -> None:
+        """Show rich text (safe HTML made by :mod:`app.markdown.stream` or Pygments).
+
+        Args:
+            html: the text.
+            style_sheet: CSS for it. Given here rather than in a ``<style>`` element of
+                ``html``: the document keeps it parsed, where a ``<style>`` would be parsed
+                again with every update of a streaming paragraph.
+        """
         self._format = Qt.TextFormat.RichText
         self._html = html
         self._laid = ""
         self._full = None
         self._new_content()
         if self._document is not None:
+            if style_sheet != self._style_sheet:
+                self._document.setDefaultStyleSheet(style_sheet)
             self._document.setHtml(html)
+        self._style_sheet = style_sheet
         self._changed()
+
+    @property
+    def style_sheet(self) -> str:
+        """The CSS rich text is shown with."""
+        return self._style_sheet
 
     def textFormat(self) -> Qt.TextFormat:
         """How the text was given: plain (never interpreted) or rich."""
