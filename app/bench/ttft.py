@@ -90,17 +90,19 @@ A_STEPS = ("cold", "same_conversation", "follow_up_after_long_reply", "switch_ba
 
 
 class HalfWay:
-    """Stop at about half of the prompt's processing, as a user's Stop lands: at a moment.
+    """Stop at about half of the prompt's processing, whatever the machine's speed.
 
-    Stops at the first chunk boundary at or past half the prompt, or at the moment half the
-    prompt should be done at the first chunk's rate, whichever comes first. The second
-    catches a fast machine, where one chunk (sized to take a fixed time) holds all the
-    prompt past the first: its Stop then lands inside that chunk, and the engine keeps the
-    chunks before it.
+    Stops at the first chunk boundary at or past half the prompt. A fast machine may read
+    everything past the first chunk in one (chunks are sized to take a fixed time), with no
+    boundary between half and the end: then it stops at the moment three quarters of the
+    prompt should be done at the rate seen so far, inside that chunk, and the engine keeps
+    the chunks before it. (Three quarters, not half: the rate of the first chunks overstates
+    the later ones', and a Stop estimated from it must not come before the half-way boundary
+    of a slower machine.)
     """
 
     def __init__(self) -> None:
-        self._first: tuple[int, float] | None = None  # the first progress: tokens, seconds
+        self._latest = (0, 0.0)  # the latest progress: tokens done, seconds
 
     def __call__(self, report: GenerationReport, seconds: float) -> bool:
         """Whether to Stop now, ``seconds`` after the prompt was sent."""
@@ -109,10 +111,10 @@ class HalfWay:
             return False
         if done >= total // 2:
             return True
-        if self._first is None:
-            self._first = (done, seconds)
-        first_tokens, first_seconds = self._first
-        return seconds >= (total / 2) * first_seconds / first_tokens
+        if done != self._latest[0]:
+            self._latest = (done, seconds)
+        tokens, at = self._latest
+        return seconds >= (total * 3 / 4) * at / tokens
 
 
 def _scenario(
