@@ -14,7 +14,15 @@ import pytest
 
 from app.engine import EngineOptions, StopSignal
 from app.engine.llama import LlamaBackend, open_llama
-from app.engine.threads import CALIBRATION, calibrate, physical_cores
+from app.engine.scripted import ScriptedBackend
+from app.engine.threads import (
+    CALIBRATION,
+    STREAMED_TOKENS,
+    calibrate,
+    machine_fingerprint,
+    next_decode_threads,
+    physical_cores,
+)
 from app.flow.session import ChatSession
 from app.flow.worker import ThreadReport
 from app.server.api import ServerConfig
@@ -270,3 +278,83 @@ def test_llama_cpp_is_called_from_the_worker_thread_only(
     (backend,) = opened
     # Load, measurement, replies, counting, forgetting and freeing: all on one thread.
     assert len(backend.calling_threads) == 1
+
+
+# -- decode threads refined by the replies themselves -----------------------------------------
+
+
+def test_a_count_is_tried_while_streaming_only_if_its_calibration_could_beat_the_current() -> None:
+    idle = {1: 158.0, 2: 199.0}
+    # Two threads streamed at 163: one thread decoded at 158 alone, so it cannot do better.
+    assert next_decode_threads(idle, {2: 163.0}, 2) == 2
+    # Streaming at 140, one thread's 158 alone might beat it: the next reply finds out.
+    assert next_decode_threads(idle, {2: 140.0}, 2) == 1
+    # Once both streamed, the calibration's choice (two) is kept unless the other streams
+    # more than 3 % faster, whichever count the last reply used.
+    for current in (1, 2):
+        assert next_decode_threads(idle, {1: 150.0, 2: 140.0}, current) == 1
+        assert next_decode_threads(idle, {1: 150.0, 2: 147.0}, current) == 2
+        assert next_decode_threads(idle, {1: 140.0, 2: 150.0}, current) == 2
+    # Nothing streamed at the current count yet: nothing to go on.
+    assert next_decode_threads(idle, {}, 2) == 2
+
+
+def test_streaming_rates_are_kept_with_the_measurement(tmp_path: Path) -> None:
+    choices = ThreadChoices(tmp_path)
+    choices.put("k", Measured(2, {1: 50.0, 2: 95.5}, {2: 80.25}))
+    assert ThreadChoices(tmp_path).get("k") == Measured(2, {1: 50.0, 2: 95.5}, {2: 80.25})
+
+
+def test_window_replies_measure_their_count_while_streaming_and_may_change_it(
+    loop: Loop, tmp_path: Path
+) -> None:
+    """A scripted model decoding at a set pace: the rule is the engine's, not llama.cpp's."""
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    story = [f" word{i}" for i in range(100)]
+    opened: list[ScriptedBackend] = []
+
+    def opener(path: Path, options: EngineOptions) -> ScriptedBackend:
+        opened.append(ScriptedBackend(story, rate=1000.0, path=path))
+        return opened[-1]
+
+    choices = ThreadChoices(tmp_path / "data")
+    key = ThreadChoices.key(model, machine_fingerprint(), "")
+    # A calibration that found one thread far faster than two, yet chose two: one reply
+    # streaming at two threads shows whether one does better while the window streams.
+    choices.put(key, Measured(2, {1: 1e6, 2: 10.0}))
+    reports: list[ThreadReport] = []
+    session = ChatSession(opener, options=EngineOptions(), thread_choices=choices)
+    session.host.threads_changed.connect(reports.append)
+    session.open_model(model)
+    run_until(loop, lambda: bool(reports), timeout=30)
+    (backend,) = opened
+    assert (reports[-1].source, backend.threads[0]) == ("kept", 2)
+
+    def reply(pieces: list[str]) -> None:
+        backend.enqueue(pieces)
+        count = len(reports)
+        session.send("Tell me a story.")
+        run_until(loop, lambda: not session.generating, timeout=30)
+        if len(pieces) >= STREAMED_TOKENS:
+            run_until(loop, lambda: len(reports) > count, timeout=30)
+
+    reply(story[:10])  # too short to say anything of the rate
+    assert choices.get(key) == Measured(2, {1: 1e6, 2: 10.0})
+    reply(story)
+    first = choices.get(key)
+    assert first is not None
+    assert set(first.streaming) == {2}
+    assert 300 < first.streaming[2] < 1100  # about the scripted pace, 1,000 a second
+    assert first.n_threads == backend.threads[0] == 1  # one thread is tried next
+    reply(story)
+    second = choices.get(key)
+    assert second is not None
+    assert set(second.streaming) == {1, 2}
+    assert second.n_threads == backend.threads[0]
+    assert second.n_threads == next_decode_threads(second.rates, second.streaming, 1)
+    # Both at the scripted pace: the calibration's choice, one thread, stays.
+    assert second.n_threads == 1
+    assert reports[-1].streaming == pytest.approx(second.streaming, abs=0.01)  # kept rounded
+    assert "while replies streamed at" in str(reports[-1].sentence())
+    loop.run_until_complete(session.close())

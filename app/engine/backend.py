@@ -196,6 +196,11 @@ class Backend(Protocol):
         """Compute with ``n_threads`` while decoding and ``n_threads_batch`` for prompts."""
         ...
 
+    @property
+    def threads(self) -> tuple[int, int]:
+        """The threads that decode and that process prompts now."""
+        ...
+
     def clear_cache(self) -> None:
         """Drop every processed prompt kept, in RAM and on disk."""
         ...

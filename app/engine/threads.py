@@ -86,6 +86,38 @@ NEAR_BEST = 0.97
 """A count within 3 % of the fastest is as good: the fewest such threads leave the rest free."""
 
 
+STREAMED_TOKENS = 64
+"""A reply decoding fewer tokens than this says too little of its rate to be counted."""
+
+
+def next_decode_threads(idle: dict[int, float], streaming: dict[int, float], current: int) -> int:
+    """The decode threads for the next reply, from the calibration and the replies so far.
+
+    The calibration decodes with the window idle; a reply decodes while the window shows it,
+    which takes CPU time from decoding. So a count's calibration rate bounds its rate while
+    the window streams, and only a count whose calibration rate beats the current count's
+    streaming rate can be faster while streaming: it decodes the next reply, to find out
+    (each count once, until measured again). Once counts have streamed, the calibration's
+    choice is kept unless another count streams more than 3 % faster.
+
+    Args:
+        idle: the calibration's tokens per second, by count.
+        streaming: tokens per second of replies, by the count they were decoded with.
+        current: the count in use.
+    """
+    here = streaming.get(current)
+    if here is None or not idle:
+        return current
+    untried = [n for n, rate in idle.items() if n not in streaming and rate * NEAR_BEST > here]
+    if untried:
+        return max(untried, key=idle.__getitem__)
+    fastest = max(idle.values())
+    calibrated = min(n for n, rate in idle.items() if rate >= fastest * NEAR_BEST)
+    base = calibrated if calibrated in streaming else current
+    best = max(streaming, key=streaming.__getitem__)
+    return best if streaming[best] * NEAR_BEST > streaming[base] else base
+
+
 def calibrate(
     model: Backend,
     candidates: Sequence[int],

@@ -34,7 +34,14 @@ from app.engine import (
 )
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.prompt_cache import CacheStats
-from app.engine.threads import ThreadChoice, calibrate, machine_fingerprint, physical_cores
+from app.engine.threads import (
+    STREAMED_TOKENS,
+    ThreadChoice,
+    calibrate,
+    machine_fingerprint,
+    next_decode_threads,
+    physical_cores,
+)
 from app.flow.queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import Measured, ThreadChoices
@@ -150,12 +157,15 @@ class ThreadReport:
         source: ``measured`` (just now), ``kept`` (measured before, on this machine),
             ``set`` (the user's setting), ``default`` (not measured: every physical core).
         rates: tokens per second at each count measured (empty unless measured or kept).
+        streaming: tokens per second of the window's replies at each count they were
+            decoded with (see :func:`~app.engine.threads.next_decode_threads`).
     """
 
     n_threads: int
     n_threads_batch: int
     source: str
     rates: dict[int, float] = field(default_factory=dict)
+    streaming: dict[int, float] = field(default_factory=dict)
 
     def sentence(self) -> Sentence:
         """The threads in words, e.g. for the settings dialog and the diagnostics panel."""
@@ -166,7 +176,17 @@ class ThreadReport:
             "default": QT_TRANSLATE_NOOP("Floodgate", "every physical core, not measured"),
         }[self.source]
         rates = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(self.rates.items()))
+        streamed = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(self.streaming.items()))
         fields = {"decode": self.n_threads, "how": Sentence(how), "prompt": self.n_threads_batch}
+        if streamed:
+            return Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "{decode} decode threads ({how}; tokens/s at {rates}; while replies "
+                    "streamed at {streamed}), {prompt} prompt threads",
+                ),
+                {**fields, "rates": rates, "streamed": streamed},
+            )
         if not rates:
             return Sentence(
                 QT_TRANSLATE_NOOP(
@@ -223,6 +243,9 @@ class InferenceWorker(QThread):
         self._opener = opener
         self._thread_choices = thread_choices
         self._measuring: StopSignal | None = None
+        # The decode-thread measurement in use, its key and prompt threads (None: the count
+        # is the user's, or nothing is measured); replies refine it (_note_streaming).
+        self._measured: tuple[str, Measured, int] | None = None
         # Replies queued and not yet begun: a measurement never keeps one waiting.
         self._replies_waiting = 0
         self._waiting_lock = threading.Lock()
@@ -307,6 +330,7 @@ class InferenceWorker(QThread):
                     job.began_at = time.perf_counter()
                     with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
                         self._generate(job)
+                    self._note_streaming(job)
         finally:
             with self._serving:
                 self._served = False
@@ -363,6 +387,7 @@ class InferenceWorker(QThread):
         physical core decodes. A measurement ended by Stop or Send keeps that default.
         """
         backend, path, options = self._backend, self._path, self._options
+        self._measured = None
         if backend is None or path is None:
             return
         batch = options.n_threads_batch or physical_cores()
@@ -377,15 +402,60 @@ class InferenceWorker(QThread):
         kept = None if remeasure else choices.get(key)
         if kept is not None:
             backend.set_threads(kept.n_threads, batch)
-            self.threads_chosen.emit(ThreadReport(kept.n_threads, batch, "kept", kept.rates))
+            self._measured = (key, kept, batch)
+            self.threads_chosen.emit(
+                ThreadReport(kept.n_threads, batch, "kept", kept.rates, kept.streaming)
+            )
             return
         chosen = self._measure(backend, batch)
         if chosen is None:
             backend.set_threads(physical_cores(), batch)
             self.threads_chosen.emit(ThreadReport(physical_cores(), batch, "default"))
             return
-        choices.put(key, Measured(chosen.n_threads, chosen.rates))
+        measured = Measured(chosen.n_threads, chosen.rates)
+        choices.put(key, measured)
+        self._measured = (key, measured, batch)
         self.threads_chosen.emit(ThreadReport(chosen.n_threads, batch, "measured", chosen.rates))
+
+    def _note_streaming(self, job: ReplyJob) -> None:
+        """Count a window reply's decode rate for its thread count; change count if it says so.
+
+        The calibration decodes with the window idle; this measures in the app's real
+        conditions, the window streaming the reply (see
+        :func:`~app.engine.threads.next_decode_threads`). Only the window's replies count
+        (an API client reads at its own pace), and only those that decoded enough tokens
+        with nothing holding the worker back (a full queue pauses decoding), at the count
+        chosen here (not one set meanwhile by other means).
+        """
+        backend, measured = self._backend, self._measured
+        report = job.report
+        if (
+            backend is None
+            or measured is None
+            or job.origin != "window"
+            or report.reply_tokens < STREAMED_TOKENS
+            or report.prefill_ended_at is None
+            or report.compute_ended_at is None
+            or job.pieces.backpressure_waits
+        ):
+            return
+        key, kept, batch = measured
+        n = kept.n_threads
+        seconds = report.compute_ended_at - report.prefill_ended_at
+        if backend.threads[0] != n or seconds <= 0:
+            return
+        rate = report.reply_tokens / seconds
+        streaming = dict(kept.streaming)
+        before = streaming.get(n)
+        streaming[n] = rate if before is None else (before + rate) / 2
+        chosen = next_decode_threads(kept.rates, streaming, n)
+        updated = Measured(chosen, kept.rates, streaming)
+        self._measured = (key, updated, batch)
+        if chosen != n:
+            backend.set_threads(chosen, batch)
+        if self._thread_choices is not None:
+            self._thread_choices.put(key, updated)
+        self.threads_chosen.emit(ThreadReport(chosen, batch, "kept", kept.rates, streaming))
 
     def _measure(self, backend: Backend, batch: int) -> ThreadChoice | None:
         stop = StopSignal()

@@ -15,7 +15,7 @@ import logging
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -28,10 +28,18 @@ KEEP = 50
 
 @dataclass(frozen=True)
 class Measured:
-    """A kept measurement: the count chosen and the tokens per second at each count tried."""
+    """A kept measurement: the count chosen and the tokens per second at each count tried.
+
+    Attributes:
+        n_threads: the count chosen.
+        rates: the calibration's tokens per second at each count (decoding alone).
+        streaming: tokens per second of the window's replies at each count they were decoded
+            with (the window streaming meanwhile), smoothed over replies.
+    """
 
     n_threads: int
     rates: dict[int, float]
+    streaming: dict[int, float] = field(default_factory=dict)
 
 
 class ThreadChoices:
@@ -58,7 +66,8 @@ class ThreadChoices:
             return None
         try:
             rates = {int(n): float(r) for n, r in dict(entry.get("rates", {})).items()}
-            return Measured(int(entry["n_threads"]), rates)
+            streaming = {int(n): float(r) for n, r in dict(entry.get("streaming", {})).items()}
+            return Measured(int(entry["n_threads"]), rates, streaming)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -70,6 +79,7 @@ class ThreadChoices:
             entries[key] = {
                 "n_threads": measured.n_threads,
                 "rates": {str(n): round(r, 2) for n, r in measured.rates.items()},
+                "streaming": {str(n): round(r, 2) for n, r in measured.streaming.items()},
             }
             kept = dict(list(entries.items())[-KEEP:])
             try:

@@ -523,6 +523,10 @@
         <translation>全部物理核心，未测量</translation>
     </message>
     <message>
+        <source>{decode} decode threads ({how}; tokens/s at {rates}; while replies streamed at {streamed}), {prompt} prompt threads</source>
+        <translation>{decode} 个解码线程（{how}；各线程数的每秒词元数：{rates}；回复流式显示时：{streamed}），{prompt} 个提示线程</translation>
+    </message>
+    <message>
         <source>{decode} decode threads ({how}), {prompt} prompt threads</source>
         <translation>{decode} 个解码线程（{how}），{prompt} 个提示线程</translation>
     </message>
