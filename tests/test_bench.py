@@ -300,6 +300,13 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert sorted(app["rates"]) == [str(n) for n in counts]
     assert app["n_threads"] in counts
     assert app["n_threads_batch"] == threads["physical_cores"]
+    # The window's replies refine it, those long enough to tell a rate (the stops section's
+    # are, in the quick run too).
+    after = app["after_replies"]
+    assert after["n_threads"] in counts
+    assert after["streaming"]
+    assert set(after["streaming"]) <= {str(n) for n in counts}
+    assert all(0 < rate < 100_000 for rate in after["streaming"].values())
     assert threads["native_best"] in counts
     assert threads["eval_best"] in counts
     assert threads["bare_child"]["qt_loaded"] is False  # the references ran without Qt

@@ -73,6 +73,14 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
             diag = await diagnostics_cost(setup, window)
             setup.log("recording a flow trace vs not…")
             trace = await trace_cost(setup, window)
+            # The replies refined the choice as they streamed (next_decode_threads): where
+            # it ended, and the rates the window's replies decoded at.
+            final = app_threads(window)
+            threads["app"]["after_replies"] = {
+                "n_threads": final.n_threads,
+                "streaming": {str(n): round(r, 2) for n, r in sorted(final.streaming.items())},
+            }
+            setup.log(f"  after the replies: {final.n_threads} decode threads, {final.streaming}")
         finally:
             await close_app(window)
     return {
