@@ -447,7 +447,9 @@ class InferenceWorker(QThread):
         rate = report.reply_tokens / seconds
         streaming = dict(kept.streaming)
         before = streaming.get(n)
-        streaming[n] = rate if before is None else (before + rate) / 2
+        # Smoothed: a quarter of each reply's rate, so a passing disturbance (another
+        # program, a slow reply or two) does not start a try of another count by itself.
+        streaming[n] = rate if before is None else before + (rate - before) / 4
         chosen = next_decode_threads(kept.rates, streaming, n)
         updated = Measured(chosen, kept.rates, streaming)
         self._measured = (key, updated, batch)

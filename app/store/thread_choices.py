@@ -34,7 +34,8 @@ class Measured:
         n_threads: the count chosen.
         rates: the calibration's tokens per second at each count (decoding alone).
         streaming: tokens per second of the window's replies at each count they were decoded
-            with (the window streaming meanwhile), smoothed over replies.
+            with (the window streaming meanwhile), smoothed over replies (a quarter of each new
+            reply's rate).
     """
 
     n_threads: int
