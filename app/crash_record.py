@@ -76,9 +76,8 @@ class LastEnd:
     fault: str
     kept_at: Path
 
-    def sentence(self) -> Sentence:
-        """What to tell the user at the next launch."""
-        fields = {
+    def _fields(self) -> dict[str, object]:
+        return {
             "fault": self.fault
             or Sentence(QT_TRANSLATE_NOOP("Floodgate", "no error was recorded: it was killed")),
             "activity": Sentence(ACTIVITIES.get(self.activity, self.activity)),
@@ -87,6 +86,9 @@ class LastEnd:
             or Sentence(QT_TRANSLATE_NOOP("Floodgate", "not known (no model had been loaded)")),
             "file": self.kept_at,
         }
+
+    def sentence(self) -> Sentence:
+        """What to tell the user at the next launch."""
         return Sentence(
             QT_TRANSLATE_NOOP(
                 "Floodgate",
@@ -95,7 +97,19 @@ class LastEnd:
                 "interrupted. llama.cpp was built with: {build}. The details are in {file}. "
                 "If it happens again, `floodgate --self-test` checks the build.",
             ),
-            fields,
+            self._fields(),
+        )
+
+    def server_sentence(self) -> Sentence:
+        """What ``floodgate serve`` says at its next start (a server keeps no conversation)."""
+        return Sentence(
+            QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "The last floodgate serve ended unexpectedly ({fault}) while {activity}, with "
+                "{model}. llama.cpp was built with: {build}. The details are in {file}. If it "
+                "happens again, `floodgate --self-test` checks the build.",
+            ),
+            self._fields(),
         )
 
 

@@ -4,6 +4,10 @@ The same parts as the window's: the model host and its worker thread (so the sam
 prompt cache and native abort), the API server on a thread of its own, and a Qt core event
 loop (no widgets, no display) for the worker's signals. Ctrl+C (SIGINT) or SIGTERM stops the
 running reply and the queued ones, and the process exits within a second.
+
+A native crash is recorded as the window's is (:mod:`app.crash_record`), in a folder of the
+data folder's own (``serve/``), and the next ``floodgate serve`` says what happened. Several
+servers may run at once (on other ports): the one holding ``serve/record.lock`` keeps the record.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import qasync
-from PySide6.QtCore import QCoreApplication
+from PySide6.QtCore import QCoreApplication, QLockFile
 
+from app.crash_record import CRASH_RECORD
 from app.engine import EngineOptions, GenerationSettings
 from app.engine.llama import open_llama
 from app.flow.model_host import ModelHost, ModelState
@@ -37,6 +42,9 @@ from app.store.thread_choices import ThreadChoices
 
 API_KEY_VARIABLE = "FLOODGATE_API_KEY"
 """Where ``floodgate serve`` reads the API key (not the command line: others can read that)."""
+
+RECORD_FOLDER = "serve"
+"""The servers' crash record, in the data folder (the window's is the data folder's own)."""
 
 SIGNAL_CHECK_SECONDS = 0.1
 """How often the loop gives Python's signal handlers a turn (Qt's loop runs in C)."""
@@ -87,8 +95,35 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING)
     qt = QCoreApplication.instance() or QCoreApplication([sys.argv[0]])
-    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
-        return runner.run(serve(args))
+    lock = _record_crashes()
+    try:
+        with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
+            return runner.run(serve(args))
+    finally:
+        if lock is not None:
+            CRASH_RECORD.end()  # a deliberate exit, not a crash
+            lock.unlock()
+
+
+def _record_crashes() -> QLockFile | None:
+    """Keep this server's crash record, unless another server keeps one; say how the last ended.
+
+    Returns the lock held while recording (None: another server records, or the data folder
+    cannot be written, which only loses the record).
+    """
+    folder = data_dir() / RECORD_FOLDER
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    lock = QLockFile(str(folder / "record.lock"))
+    lock.setStaleLockTime(0)  # stale only when its process is gone, however long it served
+    if not lock.tryLock(0):
+        return None
+    last = CRASH_RECORD.begin(folder)
+    if last is not None:
+        print(last.server_sentence(), file=sys.stderr, flush=True)
+    return lock
 
 
 async def serve(args: argparse.Namespace) -> int:

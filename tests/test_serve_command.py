@@ -111,3 +111,40 @@ def test_serve_with_a_key_wants_it(model_path: Path) -> None:
         assert process.wait(5) == 0
     finally:
         close(process)
+
+
+def test_a_crashed_server_is_told_at_the_next_start_and_a_second_server_leaves_the_record(
+    model_path: Path,
+) -> None:
+    home = Path(os.environ["FLOODGATE_HOME"])  # this test's own (conftest)
+    record = home / "serve" / "session.crash"
+    first = start(model_path, "--port", "0")
+    try:
+        address(first)
+        assert record.exists()  # kept while it serves
+        # A second server on the same data folder (another port) keeps no record of its own.
+        second = start(model_path, "--port", "0")
+        try:
+            address(second)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            _, said = second.communicate(timeout=30)
+        assert "ended unexpectedly" not in said
+        assert record.exists()  # the first one's, untouched
+        os.kill(first.pid, signal.SIGSEGV)  # what a llama.cpp built for another CPU does
+        first.communicate(timeout=30)
+    finally:
+        close(first)
+    third = start(model_path, "--port", "0")
+    try:
+        address(third)
+        third.send_signal(signal.SIGTERM)
+        _, said = third.communicate(timeout=30)
+    finally:
+        close(third)
+    assert "The last floodgate serve ended unexpectedly (Segmentation fault)" in said
+    assert f"with {model_path.name}" in said
+    (kept,) = (home / "serve" / "crashes").iterdir()
+    assert str(kept) in said
+    assert "Segmentation fault" in kept.read_text()
+    assert not record.exists()  # the third ended cleanly: nothing to tell next time

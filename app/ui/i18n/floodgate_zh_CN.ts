@@ -979,6 +979,10 @@
         <translation>上次会话在{activity}时意外结束（{fault}），模型：{model}。已输入和已收到的内容都已保留；被中断的回复已标记为中断。llama.cpp 的构建：{build}。详情见 {file}。如果再次发生，可运行 `floodgate --self-test` 检查构建。</translation>
     </message>
     <message>
+        <source>The last floodgate serve ended unexpectedly ({fault}) while {activity}, with {model}. llama.cpp was built with: {build}. The details are in {file}. If it happens again, `floodgate --self-test` checks the build.</source>
+        <translation>上次的 floodgate serve 在{activity}时意外结束（{fault}），模型：{model}。llama.cpp 的构建：{build}。详情见 {file}。如果再次发生，可运行 `floodgate --self-test` 检查构建。</translation>
+    </message>
+    <message>
         <source>API {address} · {running} running, {queued} queued</source>
         <translation>API {address} · {running} 个运行中，{queued} 个排队中</translation>
     </message>
