@@ -64,6 +64,8 @@ class ReplyJob:
             window's replies change what the status line says about the model.
         began_at: ``time.perf_counter()`` when the worker took the job from its queue
             (None while it waits behind others).
+        last_piece_at: ``time.perf_counter()`` when the worker queued the reply's last piece
+            (None before the first).
     """
 
     messages: list[ChatMessage]
@@ -75,6 +77,7 @@ class ReplyJob:
     prompt: str | None = None
     origin: Literal["window", "server"] = "window"
     began_at: float | None = None
+    last_piece_at: float | None = None
 
 
 class ReplyProducer(Protocol):
@@ -435,13 +438,15 @@ class InferenceWorker(QThread):
             or job.origin != "window"
             or report.reply_tokens < STREAMED_TOKENS
             or report.prefill_ended_at is None
-            or report.compute_ended_at is None
+            or job.last_piece_at is None
             or job.pieces.backpressure_waits
         ):
             return
         key, kept, batch = measured
         n = kept.n_threads
-        seconds = report.compute_ended_at - report.prefill_ended_at
+        # To the last piece: what the engine does after it (keeping the processed prompt for
+        # the next turn) is not decoding.
+        seconds = job.last_piece_at - report.prefill_ended_at
         if backend.threads[0] != n or seconds <= 0:
             return
         rate = report.reply_tokens / seconds
@@ -533,6 +538,7 @@ class InferenceWorker(QThread):
                     CRASH_RECORD.doing("decode")
                 if not job.pieces.put(text):
                     break
+                job.last_piece_at = time.perf_counter()
         finally:
             stream.close()
             CRASH_RECORD.doing("idle")
