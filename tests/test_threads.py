@@ -17,6 +17,7 @@ from app.engine.llama import LlamaBackend, open_llama
 from app.engine.scripted import ScriptedBackend
 from app.engine.threads import (
     CALIBRATION,
+    STREAMED_CONTEXT,
     STREAMED_TOKENS,
     calibrate,
     machine_fingerprint,
@@ -331,16 +332,22 @@ def test_window_replies_measure_their_count_while_streaming_and_may_change_it(
     (backend,) = opened
     assert (reports[-1].source, backend.threads[0]) == ("kept", 2)
 
-    def reply(pieces: list[str]) -> None:
+    def reply(pieces: list[str], prompt: str = "Tell me a story.") -> None:
         backend.enqueue(pieces)
         count = len(reports)
-        session.send("Tell me a story.")
+        session.send(prompt)
         run_until(loop, lambda: not session.generating, timeout=30)
-        if len(pieces) >= STREAMED_TOKENS:
+        if len(pieces) >= STREAMED_TOKENS and len(prompt.split()) < STREAMED_CONTEXT:
             run_until(loop, lambda: len(reports) > count, timeout=30)
 
     reply(story[:10])  # too short to say anything of the rate
     assert choices.get(key) == Measured(2, {1: 1e6, 2: 10.0})
+    # Long enough, but deep in a long conversation (the scripted model counts words).
+    loop.run_until_complete(session.new_conversation())
+    reply(story, "word " * STREAMED_CONTEXT)
+    assert backend.received[-1][-1]["content"].count("word") == STREAMED_CONTEXT
+    assert choices.get(key) == Measured(2, {1: 1e6, 2: 10.0})
+    loop.run_until_complete(session.new_conversation())
     reply(story)
     first = choices.get(key)
     assert first is not None

@@ -89,6 +89,16 @@ NEAR_BEST = 0.97
 STREAMED_TOKENS = 64
 """A reply decoding fewer tokens than this says too little of its rate to be counted."""
 
+STREAMED_CONTEXT = 512
+"""A reply counts only if the middle of its decoding is within this many tokens of context.
+
+Decoding slows as the context grows (attention reads every position): 177 tokens/s at 38
+tokens of context, 160 at 366, 137 at 770, about 100 at 1,549 (SmolLM2-135M, two threads,
+this 2-core EPYC). The calibration decodes right after a short prompt; rates compared across
+counts must come from contexts alike, or a count tried late in a long conversation loses to
+one measured early in a new one.
+"""
+
 
 def next_decode_threads(idle: dict[int, float], streaming: dict[int, float], current: int) -> int:
     """The decode threads for the next reply, from the calibration and the replies so far.

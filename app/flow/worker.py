@@ -35,6 +35,7 @@ from app.engine import (
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.prompt_cache import CacheStats
 from app.engine.threads import (
+    STREAMED_CONTEXT,
     STREAMED_TOKENS,
     ThreadChoice,
     calibrate,
@@ -426,9 +427,10 @@ class InferenceWorker(QThread):
         The calibration decodes with the window idle; this measures in the app's real
         conditions, the window streaming the reply (see
         :func:`~app.engine.threads.next_decode_threads`). Only the window's replies count
-        (an API client reads at its own pace), and only those that decoded enough tokens
-        with nothing holding the worker back (a full queue pauses decoding), at the count
-        chosen here (not one set meanwhile by other means).
+        (an API client reads at its own pace), and only those that decoded enough tokens,
+        near the start of a conversation (as the calibration does: decoding slows as the
+        context grows), with nothing holding the worker back (a full queue pauses decoding),
+        at the count chosen here (not one set meanwhile by other means).
         """
         backend, measured = self._backend, self._measured
         report = job.report
@@ -437,6 +439,7 @@ class InferenceWorker(QThread):
             or measured is None
             or job.origin != "window"
             or report.reply_tokens < STREAMED_TOKENS
+            or report.prompt_tokens + report.reply_tokens // 2 > STREAMED_CONTEXT
             or report.prefill_ended_at is None
             or job.last_piece_at is None
             or job.pieces.backpressure_waits
