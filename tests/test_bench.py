@@ -300,11 +300,11 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert sorted(app["rates"]) == [str(n) for n in counts]
     assert app["n_threads"] in counts
     assert app["n_threads_batch"] == threads["physical_cores"]
-    # The window's replies refine it, those long enough to tell a rate (the stops section's
-    # are, in the quick run too).
+    # The window's replies refine it, those long enough to tell a rate near the start of a
+    # conversation: in the quick run only a decode stop's reply may be (its 24-token replies
+    # are too short), so none may have counted; tests/test_threads.py covers the rule.
     after = app["after_replies"]
     assert after["n_threads"] in counts
-    assert after["streaming"]
     assert set(after["streaming"]) <= {str(n) for n in counts}
     assert all(0 < rate < 100_000 for rate in after["streaming"].values())
     assert threads["native_best"] in counts
