@@ -2,12 +2,12 @@
 
 llama.cpp's penalties sampler looks every candidate up in its table of recent tokens: with
 the whole vocabulary as candidates (it comes first in the chain) that is one hash lookup per
-vocabulary entry per token, of which at most 64 can hit. With SmolLM2's 49,152 entries it
-cost 3-5 % of two-thread decoding here (``floodgate bench``; 0.78 ms a token is reported for a
-152k vocabulary). This sampler keeps the same recent tokens and applies the same arithmetic,
-in the same float32 steps, to those tokens only, found by id: llama.cpp hands the first
-sampler the candidates in id order. If they are not (another sampler came first), it falls
-back to a scan. The logits it leaves are bit for bit llama.cpp's (``tests/test_penalties.py``).
+vocabulary entry per token, of which at most 64 can hit. With SmolLM2's 49,152 entries that
+was 93 µs of a 126 µs ``llama_sampler_sample`` (33 µs without penalties), about 2 % of
+two-thread decoding here, and more with larger vocabularies. This sampler keeps the same
+recent tokens and applies the same arithmetic, in the same float32 steps, to those tokens
+only, found by id: llama.cpp hands the first sampler the candidates in id order. If they are
+not (another sampler came first), it falls back to a scan. The logits it leaves are bit for bit llama.cpp's (``tests/test_penalties.py``).
 
 Each step is one float32 operation on float32 operands: Python computes it in double and the
 store into the candidate array rounds it to float32, which gives the correctly rounded float32
