@@ -18,7 +18,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,14 +97,32 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING)
     qt = QCoreApplication.instance() or QCoreApplication([sys.argv[0]])
-    lock = _record_crashes()
+    # Taken over before the record begins: a SIGTERM while the model loads, or just after the
+    # server says where it listens, is a deliberate exit, not a crash to report next time.
+    with _stop_signals() as stop:
+        lock = _record_crashes()
+        try:
+            with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
+                return runner.run(serve(args, stop))
+        finally:
+            if lock is not None:
+                CRASH_RECORD.end()  # a deliberate exit, not a crash
+                lock.unlock()
+
+
+@contextmanager
+def _stop_signals() -> Iterator[threading.Event]:
+    """An event set on SIGINT or SIGTERM while the block runs (the handlers restored after)."""
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda _sig, _frame: stop.set())
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
-        with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
-            return runner.run(serve(args))
+        yield stop
     finally:
-        if lock is not None:
-            CRASH_RECORD.end()  # a deliberate exit, not a crash
-            lock.unlock()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _record_crashes() -> QLockFile | None:
@@ -126,8 +146,8 @@ def _record_crashes() -> QLockFile | None:
     return lock
 
 
-async def serve(args: argparse.Namespace) -> int:
-    """Open the model, serve until a signal, then stop everything."""
+async def serve(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Open the model, serve until ``stop`` is set (by a signal), then stop everything."""
     settings = (await PreferencesKeeper.load()).preferences.settings
     options = engine_options(settings, prompt_cache_dir())
     options = _with_command_line(options, args)
@@ -144,6 +164,8 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         host.open_model(path)
         while host.state is ModelState.LOADING:
+            if stop.is_set():
+                return 0
             await asyncio.sleep(0.02)
         if host.state is not ModelState.READY:
             print(host.describe_state(), file=sys.stderr)
@@ -156,7 +178,7 @@ async def serve(args: argparse.Namespace) -> int:
             return 2
         print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
         try:
-            await _until_signal()
+            await _until(stop)
         finally:
             server.stop()
     finally:
@@ -201,18 +223,9 @@ def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> Engi
     return replace(options, **{k: v for k, v in given.items() if v is not None})
 
 
-async def _until_signal() -> None:
-    """Return on SIGINT or SIGTERM."""
-    received = asyncio.Event()
-    previous = {
-        sig: signal.signal(sig, lambda _sig, _frame: received.set())
-        for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        while not received.is_set():
-            # Python runs a signal handler only between bytecodes of the main thread; the
-            # wait wakes the loop that often so the handler gets its turn.
-            await asyncio.sleep(SIGNAL_CHECK_SECONDS)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+async def _until(stop: threading.Event) -> None:
+    """Return once ``stop`` is set."""
+    while not stop.is_set():
+        # Python runs a signal handler only between bytecodes of the main thread; the wait
+        # wakes the loop that often so the handler gets its turn.
+        await asyncio.sleep(SIGNAL_CHECK_SECONDS)
