@@ -187,6 +187,63 @@ def test_a_long_reply_with_code_and_its_icon_buttons(
     save(window, shots, "editing")
 
 
+def drawn(header: HeaderRow) -> dict[str, bool]:
+    """Which of a header's actions are drawn (all are there, and take clicks, either way)."""
+    return {
+        key: button.drawn
+        for key, button in header.buttons.items()
+        if isinstance(button, ActionButton) and key in ("copy", "edit", "regenerate")
+    }
+
+
+def test_message_actions_show_on_hover_on_keyboard_focus_and_on_the_last_reply(
+    look_window: tuple[MainWindow, ScriptedBackend], qtbot: QtBot, loop: Loop, shots: Path
+) -> None:
+    window, _ = look_window
+    converse(window, loop, qtbot, "Write a palindrome checker in Python.")
+    converse(window, loop, qtbot, "And once more, please.")
+    view = window.view
+    rows = view.stack.rows
+    headers = [r for r in rows if isinstance(r, HeaderRow)]
+    prompt, reply, last_prompt, last_reply = headers
+    qtbot.mouseMove(window.composer)  # the pointer away from the conversation
+    QApplication.processEvents()
+    # At rest, only the last reply's actions are drawn: the rest reads as text.
+    assert drawn(last_reply) == {"copy": True, "regenerate": True}
+    for header in (prompt, reply, last_prompt):
+        assert not any(drawn(header).values()), header.speaker
+    assert prompt.buttons["edit"].isVisible()  # there, for a screen reader, and clickable
+    hidden = reply.grab().toImage()
+    # The pointer on a reply's text draws that message's actions, and only that message's.
+    view.ensureWidgetVisible(reply)
+    body = rows[rows.index(reply) + 1]
+    qtbot.mouseMove(body, body.rect().center())
+    qtbot.waitUntil(lambda: drawn(reply)["copy"])
+    assert not drawn(prompt)["copy"]
+    assert reply.grab().toImage() != hidden  # the buttons are painted now
+    save(window, shots, "hover-actions")
+    card = rows[rows.index(prompt) + 1]
+    view.ensureWidgetVisible(card)
+    qtbot.mouseMove(card, card.rect().center())
+    qtbot.waitUntil(lambda: drawn(prompt)["edit"])
+    assert not drawn(reply)["copy"]
+    qtbot.mouseMove(window.composer)  # out of the conversation: none again
+    qtbot.waitUntil(lambda: not drawn(prompt)["edit"])
+    # The keyboard focus on a message draws its actions, as hovering does.
+    view.focus_message(0)
+    assert drawn(prompt) == {"copy": True, "edit": True}
+    qtbot.keyClick(prompt, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() in prompt.buttons.values()
+    assert drawn(prompt)["copy"]
+    window.composer.setFocus()
+    assert not drawn(prompt)["copy"]
+    # A new reply takes the last reply's place.
+    converse(window, loop, qtbot, "Thanks.")
+    assert not drawn(last_reply)["copy"]
+    newest = [r for r in view.stack.rows if isinstance(r, HeaderRow)][-1]
+    assert drawn(newest)["copy"]
+
+
 def test_files_attached_show_as_chips_in_the_composer(
     look_window: tuple[MainWindow, ScriptedBackend], tmp_path: Path, loop: Loop, shots: Path
 ) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
+from shiboken6 import Shiboken
 from typing_extensions import override
 
 from app.flow.pacing import HALF_A_FRAME_S, Slicer
@@ -129,6 +130,8 @@ class ChatView(QScrollArea):
         self.stack.on_doomed = self._sweeper.schedule
         self.focus_ring = FocusRing(self.stack)
         """The frame around the focused header or button (visible focus, in both themes)."""
+        self._revealed: dict[str, HeaderRow] = {}
+        """The headers whose actions are drawn, by why: "hover", "focus"."""
         app = QApplication.instance()
         if isinstance(app, QApplication):
             app.focusChanged.connect(self._on_focus_changed)
@@ -271,6 +274,7 @@ class ChatView(QScrollArea):
         self.focus_ring.follow(None)
         self.selection.forget()
         self.messages.forget()
+        self._revealed.clear()
         if self.stack.take_all():
             self._cleared = True
             self._sweeper.schedule()
@@ -315,6 +319,28 @@ class ChatView(QScrollArea):
     def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
         ringed = isinstance(new, HeaderRow | ActionButton) and self.isAncestorOf(new)
         self.focus_ring.follow(new if ringed else None)
+        inside = new is not None and self.isAncestorOf(new)
+        self._reveal("focus", self.messages.message_of(new) if inside else None)
+
+    # -- which message's actions are drawn ----------------------------------------------------
+
+    def _reveal(self, reason: str, header: int | None) -> None:
+        """Draw the actions of the message whose header is at ``header``, for ``reason``."""
+        row = self.stack.rows[header] if header is not None else None
+        before = self._revealed.pop(reason, None)
+        if before is not None and before is not row and Shiboken.isValid(before):
+            before.reveal_actions(reason, False)
+        if isinstance(row, HeaderRow):
+            self._revealed[reason] = row
+            row.reveal_actions(reason, True)
+
+    def _on_row_entered(self, row: Row) -> None:
+        self._reveal("hover", self.messages.message_of(row))
+
+    @override
+    def leaveEvent(self, event: QEvent) -> None:
+        super().leaveEvent(event)
+        self._reveal("hover", None)
 
     def _stop_following(self) -> None:
         # Text arriving below must not scroll what the user is selecting out from under them.
@@ -350,6 +376,7 @@ class ChatView(QScrollArea):
         super().keyPressEvent(event)
 
     def _on_row_added(self, i: int, row: Row) -> None:
+        row.entered = self._on_row_entered
         if i == 0:
             self.emptied.emit(False)
         self.selection.row_added(i, row)

@@ -89,6 +89,7 @@ class Transcript(QObject):
                 return False
         if self._last_reply_header is not None:
             self._last_reply_header.set_action_visible("regenerate", True)
+            self._last_reply_header.reveal_actions("last", True)
         self._rendered()
         return True
 
@@ -145,6 +146,7 @@ class Transcript(QObject):
         prompt, reply = messages[-2], messages[-1]
         if self._last_reply_header is not None:
             self._last_reply_header.set_action_visible("regenerate", False)
+            self._last_reply_header.reveal_actions("last", False)
         self._decorate(self._view.add_user_message(prompt.content), prompt)
         speaker = session.model.name if session.model else APP_NAME
         self._decorate(self._view.begin_reply(speaker), reply)
@@ -154,6 +156,7 @@ class Transcript(QObject):
         self._view.end_reply(note, error=status == "error")
         if self._last_reply_header is not None:
             self._last_reply_header.set_action_visible("regenerate", True)
+            self._last_reply_header.reveal_actions("last", True)
 
 
 def attachment_label(attachment: dict[str, object]) -> str:

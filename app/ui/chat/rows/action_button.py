@@ -25,11 +25,32 @@ class ActionButton(IconButton):
 
     It is not in Qt's Tab chain: the chat view steps Tab through the current message's buttons
     itself, so Tab never walks through every button of a long conversation.
+
+    A message's actions are drawn only while the message is hovered or has the keyboard focus
+    (:attr:`drawn`). They stay in place, enabled and in the accessibility tree meanwhile: a
+    pointer that reaches one has revealed it on the way, and a screen reader finds them all.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(None, parent)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self._drawn = True
+
+    @property
+    def drawn(self) -> bool:
+        """Whether the button is drawn (it is still there, and takes clicks, when not)."""
+        return self._drawn
+
+    @drawn.setter
+    def drawn(self, drawn: bool) -> None:
+        if drawn != self._drawn:
+            self._drawn = drawn
+            self.update()
+
+    @override
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if self._drawn:
+            super().paintEvent(event)
 
 
 class FocusRing(QWidget):

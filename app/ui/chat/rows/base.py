@@ -8,8 +8,10 @@ tree need from it: its selectable text, its buttons, and how a screen reader nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QEvent, Signal
-from PySide6.QtGui import QAccessible
+from PySide6.QtGui import QAccessible, QEnterEvent
 from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
@@ -36,6 +38,9 @@ class Row(QWidget):
 
     author = ""
     """Who wrote the message this row belongs to ("You", a model's name; "" for notes)."""
+
+    entered: Callable[[Row], None] | None = None
+    """Told when the pointer enters the row (the view shows the hovered message's actions)."""
 
     def row_height(self, width: int) -> int:
         """Height the row needs at ``width`` pixels."""
@@ -90,9 +95,16 @@ class Row(QWidget):
         :func:`app.flow.pacing.keep_built`), so a row left in a cycle would stay in memory
         until the next cleared conversation. Cheap, and safe to call more than once.
         """
+        self.entered = None
         block = self.text_block()
         if block is not None:
             block.forget()
+
+    @override
+    def enterEvent(self, event: QEnterEvent) -> None:
+        super().enterEvent(event)
+        if self.entered is not None:
+            self.entered(self)
 
     @override
     def changeEvent(self, event: QEvent) -> None:

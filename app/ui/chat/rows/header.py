@@ -3,6 +3,11 @@
 The header is where keyboard navigation lands: Ctrl+Up/Down (or F6) moves between messages'
 headers, and Tab goes on through that message's buttons. A screen reader hears the author as
 the header's name and the message as its description.
+
+Copy, Edit and Regenerate are drawn while the message is hovered or has the keyboard focus,
+and always on the last reply (what people act on most), so a long conversation reads as text,
+not as rows of buttons. The variant switcher (‹ 2/3 ›) and a prompt's attachments are what
+the message is, so they always show.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ ORDER = ("copy", "regenerate", "edit", "next", "counter", "previous")
 
 TAB_ORDER = ("previous", "next", "edit", "regenerate", "copy")
 """Left to right, the order Tab visits the buttons in (the chat view steps through them)."""
+
+REVEALED = ("copy", "edit", "regenerate")
+"""The actions drawn only while the message is hovered, focused or the last reply."""
 
 ICONS = {
     "copy": "copy",
@@ -114,6 +122,7 @@ class HeaderRow(Row):
         self._counter.hide()
         self.buttons: dict[str, QToolButton] = {}
         self._words: dict[str, Words] = {}
+        self._revealed_by: set[str] = set()
         self.copy_button = self.add_action("copy", self._on_copy)
         self.copy_button.setObjectName("copyMessage")
         self.speaker = speaker
@@ -128,6 +137,8 @@ class HeaderRow(Row):
         by ``words``; such buttons sit left of the actions, in the order they were added.
         """
         button = ActionButton(self)
+        if key in REVEALED:
+            button.drawn = self.actions_revealed
         if key in ICONS:
             button.setIcon(icon(ICONS[key]))
         button.clicked.connect(lambda _=False: callback())
@@ -150,6 +161,22 @@ class HeaderRow(Row):
         if key in self.buttons:
             self.buttons[key].setVisible(visible)
             self._place()
+
+    @property
+    def actions_revealed(self) -> bool:
+        """Whether Copy, Edit and Regenerate are drawn (see the module's docstring)."""
+        return bool(self._revealed_by)
+
+    def reveal_actions(self, reason: str, revealed: bool) -> None:
+        """Draw the actions for ``reason`` (``"hover"``, ``"focus"``, ``"last"``), or stop."""
+        if revealed:
+            self._revealed_by.add(reason)
+        else:
+            self._revealed_by.discard(reason)
+        for key in REVEALED:
+            button = self.buttons.get(key)
+            if isinstance(button, ActionButton):
+                button.drawn = self.actions_revealed
 
     def message_text(self) -> str:
         """The whole message (what Copy copies)."""
