@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QLineEdit
 from pytestqt.qtbot import QtBot
 
@@ -19,8 +20,14 @@ from app.engine import GenerationSettings
 from app.engine.remote import RemoteEndpoint
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
+from app.store.preferences import KnownServer, Preferences
+from app.store.secrets import save_api_key
 from app.ui.dialogs.server_dialog import ServerDialog
+from app.ui.window.app_dialogs import AppDialogs
+from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
+from tests.test_appearance import Saved
+from tests.test_secrets import MemoryKeyring, memory_keyring  # noqa: F401 (a fixture)
 
 KEY = "floodgate-test-key"
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=48, seed=1)
@@ -317,3 +324,42 @@ def test_the_connect_dialog_builds_the_endpoint_and_keeps_the_key_out_of_sight(
     with qtbot.waitSignal(dialog.connect_requested) as chosen:
         dialog.connect_button.click()
     assert chosen.args[0].model == "m1"
+
+
+@pytest.mark.model
+@pytest.mark.qt_log_ignore("^This plugin does not support grabbing the keyboard$")  # offscreen
+def test_the_model_picker_offers_the_servers_used_lately_and_connects_to_one(
+    loop: Loop,
+    server: str,
+    qtbot: QtBot,
+    memory_keyring: MemoryKeyring,  # noqa: F811 (the fixture imported above)
+) -> None:
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    kept = Preferences()
+    kept.remember_server(server, "smol")
+    kept.remember_server(gone, "other")  # the most recent
+    save_api_key(server, KEY)  # the keyring keeps each server's key, by its address
+    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.show()
+    keeper = Saved(kept)
+    AppDialogs(window, keeper, lambda settings: settings)
+    header = window.header
+    header.menu.popup(header.picker.mapToGlobal(QPoint(0, header.picker.height())))
+    qtbot.waitUntil(header.menu.isVisible)
+    texts = [a.text() for a in header.menu.actions()]
+    listed = [texts.index(f"{m} on {url}") for m, url in (("other", gone), ("smol", server))]
+    assert listed == sorted(listed)  # both, the most recent first
+    chosen = next(a for a in header.menu.actions() if a.text() == f"smol on {server}")
+    chosen.trigger()
+    header.menu.hide()
+    run_until(loop, lambda: session.state is ModelState.READY and session.model is not None)
+    assert session.model is not None
+    assert session.model.chat_format == "server"
+    assert keeper.preferences.last_server == KnownServer(server, "smol")  # first now
+    assert keeper.preferences.servers[1] == KnownServer(gone, "other")
+    ask(loop, session, "Say hi.")  # with the key from the keyring
+    assert session.conversation.messages[-1].status in ("complete", "length")
+    assert session.conversation.messages[-1].content
+    loop.run_until_complete(session.close())

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-from app.store.preferences import Preferences, load_preferences, save_preferences
+from app.store.preferences import (
+    SERVERS_KEPT,
+    KnownServer,
+    Preferences,
+    load_preferences,
+    preferences_path,
+    save_preferences,
+)
 from app.store.secrets import SERVICE, load_api_key, save_api_key
 
 
@@ -64,7 +73,36 @@ def test_without_a_keyring_nothing_is_stored_anywhere(floodgate_home: object) ->
         assert load_api_key("http://server/v1") is None
     finally:
         keyring.set_keyring(before)
-    save_preferences(Preferences(server_url="http://server/v1", server_model="m"))
-    assert load_preferences().server_url == "http://server/v1"
+    save_preferences(Preferences(servers=[KnownServer("http://server/v1", "m")]))
+    assert load_preferences().servers == [KnownServer("http://server/v1", "m")]
     text = (floodgate_home / "preferences.json").read_text()  # type: ignore[operator]
     assert "sk-secret" not in text
+
+
+def test_servers_are_remembered_most_recent_first_and_an_older_file_is_read(
+    floodgate_home: Path,
+) -> None:
+    preferences = Preferences()
+    preferences.remember_server("http://a/v1", "m1")
+    preferences.remember_server("http://b/v1", "m2")
+    preferences.remember_server("http://a/v1", "m3")  # another model on the same server
+    preferences.remember_server("http://b/v1", "m2")  # again: it moves first, not twice
+    assert preferences.servers == [
+        KnownServer("http://b/v1", "m2"),
+        KnownServer("http://a/v1", "m3"),
+        KnownServer("http://a/v1", "m1"),
+    ]
+    assert preferences.last_server == KnownServer("http://b/v1", "m2")
+    for i in range(SERVERS_KEPT + 3):
+        preferences.remember_server(f"http://host-{i}/v1", "m")
+    assert len(preferences.servers) == SERVERS_KEPT
+    assert preferences.servers[0] == KnownServer(f"http://host-{SERVERS_KEPT + 2}/v1", "m")
+    save_preferences(preferences)
+    assert load_preferences().servers == preferences.servers
+    # A file written before the list kept the last server in two fields: it is read as one.
+    preferences_path().write_text(
+        json.dumps({"server_url": "http://old/v1", "server_model": "m", "theme": "dark"})
+    )
+    assert load_preferences().servers == [KnownServer("http://old/v1", "m")]
+    preferences_path().write_text(json.dumps({"servers": [{"url": "http://x/v1"}, 7, None]}))
+    assert load_preferences().servers == []  # what is incomplete is left out

@@ -27,7 +27,12 @@ class PreferencesKeeper:
     def save(self) -> None:
         """Write the preferences as they are now, without waiting."""
         # A copy: the UI thread may change the preferences while the write is under way.
-        snapshot = replace(self.preferences, recent_models=list(self.preferences.recent_models))
+        preferences = self.preferences
+        snapshot = replace(
+            preferences,
+            recent_models=list(preferences.recent_models),
+            servers=list(preferences.servers),
+        )
         saving = asyncio.get_running_loop().run_in_executor(None, save_preferences, snapshot)
         self._saving.add(saving)
         saving.add_done_callback(self._saving.discard)

@@ -64,6 +64,32 @@ class ApiServerPreferences:
 API_SERVER_KEY_NAME = "local-api-server"
 """The name the local API server's key is kept under in the keyring."""
 
+SERVERS_KEPT = 8
+"""How many servers the model picker offers (the ones connected to last)."""
+
+
+@dataclass(frozen=True)
+class KnownServer:
+    """A server connected to before: its address and the model asked of it (no key: keyring)."""
+
+    url: str
+    model: str
+
+
+def _servers(raw: dict[str, object]) -> list[KnownServer]:
+    """The servers kept in the file; a file from before the list kept only the last one."""
+    listed = raw.get("servers")
+    if isinstance(listed, list):
+        return [
+            KnownServer(str(s["url"]), str(s["model"]))
+            for s in listed
+            if isinstance(s, dict) and s.get("url") and s.get("model")
+        ][:SERVERS_KEPT]
+    url, model = raw.get("server_url"), raw.get("server_model")
+    if isinstance(url, str) and isinstance(model, str) and url and model:
+        return [KnownServer(url, model)]
+    return []
+
 
 @dataclass
 class Preferences:
@@ -74,15 +100,24 @@ class Preferences:
     settings: Settings = field(default_factory=Settings)
     recent_models: list[str] = field(default_factory=list)
     """Model files opened before, most recent first."""
-    server_url: str = ""
-    server_model: str = ""
-    """The server connected to last (its API key is never stored here)."""
+    servers: list[KnownServer] = field(default_factory=list)
+    """Servers connected to, most recent first (their API keys are never stored here)."""
     api_server: ApiServerPreferences = field(default_factory=ApiServerPreferences)
     """Floodgate's own API server."""
 
     def remember_model(self, path: str, keep: int = 20) -> None:
         """Put ``path`` first among the recent models."""
         self.recent_models = [path, *(p for p in self.recent_models if p != path)][:keep]
+
+    def remember_server(self, url: str, model: str) -> None:
+        """Put the server (with that model) first among the servers."""
+        chosen = KnownServer(url, model)
+        self.servers = [chosen, *(s for s in self.servers if s != chosen)][:SERVERS_KEPT]
+
+    @property
+    def last_server(self) -> KnownServer | None:
+        """The server connected to last, if any."""
+        return self.servers[0] if self.servers else None
 
 
 def preferences_path() -> Path:
@@ -108,8 +143,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
         language=str(raw.get("language", defaults.language)),
         settings=from_mapping(raw.get("settings")),
         recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
-        server_url=str(raw.get("server_url", "")),
-        server_model=str(raw.get("server_model", "")),
+        servers=_servers(raw),
         api_server=ApiServerPreferences.from_mapping(raw.get("api_server")),
     )
 
@@ -126,8 +160,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "language": preferences.language,
                 "settings": to_mapping(preferences.settings),
                 "recent_models": list(preferences.recent_models),
-                "server_url": preferences.server_url,
-                "server_model": preferences.server_model,
+                "servers": [asdict(server) for server in preferences.servers],
                 "api_server": asdict(preferences.api_server),
             }
             json.dump(document, f, indent=2, ensure_ascii=False)

@@ -116,12 +116,9 @@ class AppDialogs(QObject):
 
     @Slot()
     def fill_picker(self) -> None:
-        """Give the header's picker the library's models (read off the UI thread) and server."""
-        remembered = self._keeper.preferences
-        servers = []
-        if remembered.server_url and remembered.server_model:
-            servers.append(ServerChoice(remembered.server_url, remembered.server_model))
-        self._window.header.set_servers(servers)
+        """Give the header's picker the library's models (read off the UI thread) and servers."""
+        servers = self._keeper.preferences.servers
+        self._window.header.set_servers([ServerChoice(s.url, s.model) for s in servers])
         if self._scanning:
             return
         self._scanning = True
@@ -189,8 +186,9 @@ class AppDialogs(QObject):
     @Slot()
     def open_server_dialog(self) -> None:
         """Connect to a server: its address, key and model; the key goes to the keyring."""
-        remembered = self._keeper.preferences
-        dialog = ServerDialog(remembered.server_url, remembered.server_model, self._window)
+        last = self._keeper.preferences.last_server
+        url, model = (last.url, last.model) if last is not None else ("", "")
+        dialog = ServerDialog(url, model, self._window)
         dialog.finished.connect(dialog.deleteLater)
         dialog.models_requested.connect(lambda endpoint: self._spawn(_list(dialog, endpoint)))
         dialog.connect_requested.connect(self._connect)
@@ -198,8 +196,7 @@ class AppDialogs(QObject):
         self._spawn(_fill_key(dialog))
 
     def _connect(self, endpoint: RemoteEndpoint) -> None:
-        remembered = self._keeper.preferences
-        remembered.server_url, remembered.server_model = endpoint.base_url, endpoint.model
+        self._keeper.preferences.remember_server(endpoint.base_url, endpoint.model)
         self._keeper.save()
         self._spawn(self._keep_key(endpoint))
         self._spawn(self._session.connect_remote(endpoint))

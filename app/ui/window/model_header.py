@@ -1,7 +1,7 @@
 """The header above the chat: the open model with its picker, its size and context, the title.
 
 The picker lists the library's models (as their headers are read, off the UI thread), the
-server Floodgate connected to last, and "Open model…"; choosing one switches models the way
+servers Floodgate connected to lately, and "Open model…"; choosing one switches models the way
 File > Open model… and the library do, mid-conversation too. The header changes only when
 the model, the list or the conversation's title changes: never while a reply streams.
 """
@@ -44,7 +44,7 @@ class ModelHeader(QFrame):
 
     Signals:
         model_chosen(Path): a model of the library was picked.
-        server_chosen(object): the remembered server was picked (a :class:`ServerChoice`).
+        server_chosen(object): a remembered server was picked (a :class:`ServerChoice`).
         open_requested(): "Open model…" (a file dialog).
         connect_requested(): "Connect to a server…" (the server dialog).
         library_requested(): "Models and downloads…" (the library, with its Hub tab).
@@ -115,7 +115,7 @@ class ModelHeader(QFrame):
         """A file that could not be described is left out of the picker (the library says why)."""
 
     def set_servers(self, servers: list[ServerChoice]) -> None:
-        """The servers the picker offers (the one connected to last)."""
+        """The servers the picker offers (those connected to lately, most recent first)."""
         self.servers = servers
 
     def show_title(self, title: str) -> None:
