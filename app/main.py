@@ -20,7 +20,8 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.crash_record import CRASH_RECORD, LastEnd
-from app.store.paths import data_dir, default_model_path, prompt_cache_dir
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.store.paths import MODEL_VARIABLE, data_dir, default_model_path, prompt_cache_dir
 from app.store.settings import Settings
 from app.trace import TRACE
 from app.ui.window.single_instance import LaunchArguments, SingleInstance
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
             "                    (floodgate pull --help)\n\n"
             "environment:\n"
             "  FLOODGATE_HOME    the data directory (history, preferences, prompt cache)\n"
-            "  FLOODGATE_MODEL   the model opened when --model is not given\n"
+            "  FLOODGATE_MODEL   the model opened when --model is not given (without either,\n"
+            "                    the model used last, or the bundled one the first time)\n"
             "  HF_ENDPOINT       the Hugging Face Hub or a mirror of it (floodgate pull)\n"
             "  HTTPS_PROXY       a proxy for the Hub"
         ),
@@ -204,7 +206,13 @@ async def run_window(
         window.trace_recording.start(args.trace)
     if last_end is not None:
         window.spawn(_tell_last_end(session, window, last_end))
-    session.open_model(args.model or default_model_path())
+    model, passed_over = args.model, None
+    if model is None:
+        recent = keeper.preferences.recent_models
+        model, passed_over = await asyncio.to_thread(model_to_open, recent, last_end)
+    if passed_over is not None:
+        window.view.add_note(say_sentence(passed_over))
+    session.open_model(model)
     window.spawn(server_face.start())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     await closed
@@ -216,6 +224,34 @@ async def run_window(
         await asyncio.wait_for(serving.close(), SHUTDOWN_SECONDS)
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+def model_to_open(
+    recent_models: Sequence[str], last_end: LastEnd | None
+) -> tuple[Path, Sentence | None]:
+    """The model a launch opens when the command line names none (it reads the disk).
+
+    ``$FLOODGATE_MODEL`` if set; else the model used last, if its file is still there; else
+    the bundled default. The model used last is passed over, with a sentence saying so, when
+    the last session ended unexpectedly while loading it: opening it again would most likely
+    end the same way, at every launch.
+    """
+    default = default_model_path()
+    if os.environ.get(MODEL_VARIABLE) or not recent_models:
+        return default, None
+    last = Path(recent_models[0])
+    if not last.is_file():
+        return default, None
+    if last_end is not None and last_end.activity == "loading" and last_end.model == last.name:
+        return default, Sentence(
+            QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "Floodgate opened {default} rather than {model}, the model it was loading when "
+                "it ended. The model picker above the chat opens {model} again.",
+            ),
+            {"default": default.name, "model": last.name},
+        )
+    return last, None
 
 
 async def _tell_last_end(session: ChatSession, window: MainWindow, last_end: LastEnd) -> None:

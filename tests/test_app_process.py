@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.store.database import open_database
+from app.store.paths import DEFAULT_MODEL, MODEL_VARIABLE
+from app.store.preferences import load_preferences, save_preferences
 from tests.drivers import LONG_PROMPT
 
 HERE = Path(__file__).resolve().parent
@@ -172,3 +174,57 @@ def test_a_second_launch_that_cannot_reach_the_first_says_why(
         finally:
             holder.kill()
             holder.wait()
+
+
+def launch_without_a_model(home: Path) -> str:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(home))
+    env.pop(MODEL_VARIABLE, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.opened_model"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=HERE.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.model
+def test_a_launch_reopens_the_model_used_last_unless_it_was_loading_at_a_crash(
+    model_path: Path, floodgate_home: Path, tmp_path: Path
+) -> None:
+    # The first launch: the bundled model. Then another model is used, as from the picker.
+    assert launch_without_a_model(floodgate_home).startswith(f"opened {DEFAULT_MODEL}\n")
+    other = tmp_path / "other-model.gguf"
+    os.link(model_path, other)  # the same weights under another name, without a copy
+    kept = load_preferences(floodgate_home / "preferences.json")
+    kept.remember_model(str(other))
+    save_preferences(kept, floodgate_home / "preferences.json")
+    assert launch_without_a_model(floodgate_home).startswith(f"opened {other}\n")
+    # A session that died while loading it: the next launch opens the bundled model, and says so.
+    dying = (
+        "import os, signal, sys; from pathlib import Path; "
+        "from app.crash_record import CRASH_RECORD; "
+        "CRASH_RECORD.begin(Path(sys.argv[1])); "
+        "CRASH_RECORD.doing('loading', model=sys.argv[2]); "
+        "os.kill(os.getpid(), signal.SIGSEGV)"
+    )
+    crash = subprocess.run(
+        [sys.executable, "-c", dying, str(floodgate_home), other.name], cwd=HERE.parent, check=False
+    )
+    assert crash.returncode == -signal.SIGSEGV
+    said = launch_without_a_model(floodgate_home)
+    assert said.startswith(f"opened {DEFAULT_MODEL}\n")
+    assert f"rather than {other.name}, the model it was loading when it ended" in said
+    assert "ended unexpectedly" in said  # the crash itself is told as before
+    # The bundled model was the one used last then, unless the user opens the other again.
+    assert launch_without_a_model(floodgate_home).startswith(f"opened {DEFAULT_MODEL}\n")
+    kept = load_preferences(floodgate_home / "preferences.json")
+    kept.remember_model(str(other))
+    save_preferences(kept, floodgate_home / "preferences.json")
+    assert launch_without_a_model(floodgate_home).startswith(f"opened {other}\n")
+    # A model used last whose file is gone: the bundled one.
+    other.unlink()
+    assert launch_without_a_model(floodgate_home).startswith(f"opened {DEFAULT_MODEL}\n")

@@ -9,7 +9,8 @@ entries, the hicolor icon theme, AppStream):
 - ``$XDG_DATA_HOME/metainfo/<id>.metainfo.xml``: what software centres say about it;
 - ``~/.local/bin/floodgate``: a small shell script that starts this checkout's Floodgate from
   any folder (``.venv/bin/floodgate``, with the arguments it is given), on the model given with
-  ``--model``, else ``$FLOODGATE_MODEL``, else the bundled default (as ``make run`` does).
+  ``--model``, else ``$FLOODGATE_MODEL``, else the model used last (the bundled default the
+  first time), as ``make run`` does.
 
 ``$XDG_DATA_HOME`` is ``~/.local/share`` when unset. Uninstalling removes exactly those files,
 and only ours: the text files carry a marker line, and install refuses to replace a file of
@@ -235,7 +236,7 @@ def _launcher_script(project_dir: Path) -> bytes:
         "#!/bin/sh\n"
         f"# {MARKER}\n"
         f"# Starts Floodgate from the checkout at {project_dir} (its .venv), with the arguments\n"
-        "# given: --model PATH, else $FLOODGATE_MODEL, else the bundled default model.\n"
+        "# given: --model PATH, else $FLOODGATE_MODEL, else the model used last.\n"
         f"program={program}\n"
         'if [ ! -x "$program" ]; then\n'
         f'    echo "Floodgate is no longer set up in "{checkout}" (moved or deleted?). Run'

@@ -1150,6 +1150,10 @@
         <source>{n} paused</source>
         <translation>{n} 个已暂停</translation>
     </message>
+    <message>
+        <source>Floodgate opened {default} rather than {model}, the model it was loading when it ended. The model picker above the chat opens {model} again.</source>
+        <translation>Floodgate 打开了 {default}，而不是 {model}：上次意外结束时正在加载的就是它。可以用对话上方的模型选择器再次打开 {model}。</translation>
+    </message>
 </context>
 <context>
     <name>HubPanel</name>
