@@ -19,19 +19,21 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QSize, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication, QToolButton, QToolTip, QWidget
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QToolButton, QToolTip, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.engine.model_card import read_model_card
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.session import ChatSession, ModelState
 from app.store.paths import default_model_path
+from app.store.settings import Settings
 from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import TextRow
+from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.look import icons
 from app.ui.look.language import Languages
-from app.ui.look.style import style_sheet
+from app.ui.look.style import dialog_style_sheet, style_sheet
 from app.ui.look.theme import palette
 from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
@@ -299,6 +301,31 @@ def test_the_model_picker_lists_the_library_and_switches_mid_conversation(
     assert window.session.conversation.id == conversation  # the chat goes on with it
     assert header.picker.text() == window.session.model.name
     assert "MB" in header.facts.text()
+
+
+def test_dialogs_follow_the_theme_with_the_windows_fields_and_buttons(
+    look_window: tuple[MainWindow, ScriptedBackend], qtbot: QtBot, qapp: QApplication, shots: Path
+) -> None:
+    window, _ = look_window
+    dialog = SettingsDialog(Settings(), window)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert dialog.styleSheet() == dialog_style_sheet(palette(False))
+    assert "border-radius" in dialog.styleSheet()
+    box = dialog.findChild(QDialogButtonBox)
+    assert box is not None
+    assert [b.icon().isNull() for b in box.buttons()] == [True] * len(box.buttons())
+    ok = box.button(QDialogButtonBox.StandardButton.Ok)
+    assert ok.isDefault()  # drawn in the accent colour, as the composer's send button
+    save(dialog, shots, "settings")
+    qapp.setPalette(palette(True))
+    try:
+        qtbot.waitUntil(lambda: dialog.styleSheet() == dialog_style_sheet(palette(True)))
+        save(dialog, shots, "settings-dark")
+    finally:
+        qapp.setPalette(palette(False))
+    qtbot.waitUntil(lambda: dialog.styleSheet() == dialog_style_sheet(palette(False)))
+    dialog.close()
 
 
 def test_icons_are_drawn_from_the_svg_at_the_screens_scale(qapp: QApplication) -> None:

@@ -154,7 +154,7 @@ def test_the_first_open_measures_and_the_next_one_reuses_it(
     assert first.source == "measured"
     assert set(first.rates) == set(range(1, physical_cores() + 1))
     assert measuring
-    assert "decode threads (measured now" in session.metrics.threads
+    assert f"Decode threads: {first.n_threads} (measured now" in session.metrics.threads
     # Opened again: the kept measurement is used, nothing is measured.
     measuring.clear()
     session.open_model(model_path)

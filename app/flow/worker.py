@@ -186,22 +186,22 @@ class ThreadReport:
             return Sentence(
                 QT_TRANSLATE_NOOP(
                     "Floodgate",
-                    "{decode} decode threads ({how}; tokens/s at {rates}; while replies "
-                    "streamed at {streamed}), {prompt} prompt threads",
+                    "Decode threads: {decode} ({how}; tokens/s at {rates}; while replies "
+                    "streamed at {streamed}); prompt threads: {prompt}",
                 ),
                 {**fields, "rates": rates, "streamed": streamed},
             )
         if not rates:
             return Sentence(
                 QT_TRANSLATE_NOOP(
-                    "Floodgate", "{decode} decode threads ({how}), {prompt} prompt threads"
+                    "Floodgate", "Decode threads: {decode} ({how}); prompt threads: {prompt}"
                 ),
                 fields,
             )
         return Sentence(
             QT_TRANSLATE_NOOP(
                 "Floodgate",
-                "{decode} decode threads ({how}; tokens/s at {rates}), {prompt} prompt threads",
+                "Decode threads: {decode} ({how}; tokens/s at {rates}); prompt threads: {prompt}",
             ),
             {**fields, "rates": rates},
         )

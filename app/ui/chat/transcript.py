@@ -24,6 +24,7 @@ from app.store.conversation import Message
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.look.icons import icon
+from app.ui.look.style import follow_theme
 
 APP_NAME = "Floodgate"
 
@@ -189,6 +190,7 @@ class AttachmentDialog(QDialog):
     def __init__(self, attachment: dict[str, object], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("attachmentDialog")
+        follow_theme(self)
         name = str(attachment.get("name", ""))
         self.setWindowTitle(name)
         details = [str(attachment.get("kind", "")), size_text(_count(attachment, "size"))]

@@ -16,6 +16,7 @@ from app.flow.session import ChatSession
 from app.ui.composer.attachment_tray import AttachmentTray, has_files, paths_from_mime
 from app.ui.look.icon_button import IconButton
 from app.ui.look.icons import icon
+from app.ui.look.style import follow_theme
 
 ATTACH_SHORTCUT = "Ctrl+Shift+A"
 """Chat > Attach files… and the paperclip's tooltip, which names it."""
@@ -111,6 +112,7 @@ class ComposerAttachments(QObject):
         dialog.filesSelected.connect(lambda files: self.attach([Path(f) for f in files]))
         dialog.finished.connect(lambda _result: self._forget_file_dialog(dialog))
         self._file_dialog = dialog
+        follow_theme(dialog)
         dialog.open()
 
     def _forget_file_dialog(self, dialog: QFileDialog) -> None:

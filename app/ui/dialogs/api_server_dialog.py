@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store.preferences import ApiServerPreferences
+from app.ui.look.style import follow_theme
 
 
 class ApiServerDialog(QDialog):
@@ -33,6 +34,7 @@ class ApiServerDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("apiServerDialog")
+        follow_theme(self)
         self.setWindowTitle(self.tr("Local API server"))
         self.enabled = QCheckBox(self.tr("Serve the open model to other programs"))
         self.enabled.setChecked(preferences.enabled)

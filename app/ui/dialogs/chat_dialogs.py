@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 from app.flow.session import ChatSession
 from app.store.settings import SAMPLING, overrides
 from app.ui.dialogs.settings_dialog import SettingsDialog
+from app.ui.look.style import follow_theme
 
 Spawn = Callable[[Coroutine[object, object, object]], None]
 
@@ -30,6 +31,7 @@ def choose_model_file(parent: QWidget, session: ChatSession) -> None:
     )
     dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
     dialog.fileSelected.connect(lambda name: session.open_model(Path(name)))
+    follow_theme(dialog)
     dialog.open()
 
 
@@ -45,6 +47,7 @@ def edit_system_prompt(parent: QWidget, session: ChatSession) -> None:
     dialog.setOption(QInputDialog.InputDialogOption.UsePlainTextEditForTextInput)
     dialog.setTextValue(session.conversation.system_prompt)
     dialog.textValueSelected.connect(session.set_system_prompt)
+    follow_theme(dialog)
     dialog.open()
 
 
@@ -79,6 +82,7 @@ def choose_export_file(parent: QWidget, session: ChatSession, kind: str, spawn: 
         else QCoreApplication.translate("MainWindow", "Markdown (*.md)")
     )
     dialog.fileSelected.connect(lambda path: spawn(session.export_conversation(Path(path), kind)))
+    follow_theme(dialog)
     dialog.open()
 
 
@@ -92,4 +96,5 @@ def choose_import_file(parent: QWidget, session: ChatSession, spawn: Spawn) -> N
     )
     dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
     dialog.fileSelected.connect(lambda path: spawn(session.import_conversation(Path(path))))
+    follow_theme(dialog)
     dialog.open()

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 from app.engine.model_card import ModelCard, short_count
 from app.flow.hub_downloads import HubDownloads
 from app.ui.dialogs.hub_panel import HubPanel
+from app.ui.look.style import follow_theme
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -61,6 +62,7 @@ class ModelLibrary(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelLibrary")
+        follow_theme(self)
         self.setWindowTitle(self.tr("Models"))
         self.resize(900, 560 if hub is not None else 360)
         self._current = current.resolve() if current else None

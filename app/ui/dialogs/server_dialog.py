@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.remote import RemoteEndpoint
+from app.ui.look.style import follow_theme
 
 DEFAULT_URL = "http://localhost:8080/v1"
 """llama.cpp's llama-server on its default port."""
@@ -39,6 +40,7 @@ class ServerDialog(QDialog):
     def __init__(self, url: str = "", model: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("serverDialog")
+        follow_theme(self)
         self.setWindowTitle(self.tr("Connect to a server"))
         self.setMinimumWidth(560)
         self.url = QLineEdit(url or DEFAULT_URL)

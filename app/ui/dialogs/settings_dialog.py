@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from app.store.settings import FIELDS, Field, Settings, parse, shown
 from app.ui.look.colors import theme_for
+from app.ui.look.style import follow_theme
 
 
 class SettingsDialog(QDialog):
@@ -46,6 +47,7 @@ class SettingsDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
+        follow_theme(self)
         self.setWindowTitle(title or self.tr("Settings"))
         self._settings = settings
         self._fields = [f for f in FIELDS if only is None or f.name in only]

@@ -523,16 +523,16 @@
         <translation>全部物理核心，未测量</translation>
     </message>
     <message>
-        <source>{decode} decode threads ({how}; tokens/s at {rates}; while replies streamed at {streamed}), {prompt} prompt threads</source>
-        <translation>{decode} 个解码线程（{how}；各线程数的每秒词元数：{rates}；回复流式显示时：{streamed}），{prompt} 个提示线程</translation>
+        <source>Decode threads: {decode} ({how}; tokens/s at {rates}; while replies streamed at {streamed}); prompt threads: {prompt}</source>
+        <translation>解码线程：{decode}（{how}；各线程数的每秒词元数：{rates}；回复流式显示时：{streamed}）；提示线程：{prompt}</translation>
     </message>
     <message>
-        <source>{decode} decode threads ({how}), {prompt} prompt threads</source>
-        <translation>{decode} 个解码线程（{how}），{prompt} 个提示线程</translation>
+        <source>Decode threads: {decode} ({how}); prompt threads: {prompt}</source>
+        <translation>解码线程：{decode}（{how}）；提示线程：{prompt}</translation>
     </message>
     <message>
-        <source>{decode} decode threads ({how}; tokens/s at {rates}), {prompt} prompt threads</source>
-        <translation>{decode} 个解码线程（{how}；各线程数的每秒词元数：{rates}），{prompt} 个提示线程</translation>
+        <source>Decode threads: {decode} ({how}; tokens/s at {rates}); prompt threads: {prompt}</source>
+        <translation>解码线程：{decode}（{how}；各线程数的每秒词元数：{rates}）；提示线程：{prompt}</translation>
     </message>
     <message>
         <source>No model is loaded. Open a model with File &gt; Open model…, then send again.</source>

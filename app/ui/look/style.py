@@ -1,15 +1,21 @@
-"""The application's style sheet: rounded fields, icon buttons, the header, the sidebar, docks.
+"""The style sheets: rounded fields, icon buttons, the header, the sidebar, docks and dialogs.
 
 One style sheet for the whole window, made from the palette of the light or the dark theme
 (:mod:`app.ui.look.theme`), set once per change of theme: never per update. Its rules name
 the widgets they style (by object name or class), so every other widget keeps Fusion's look
 with the palette's colours; the conversation's rows paint themselves and are not in it.
+
+Dialogs get a sheet of their own (:func:`follow_theme`): the same fields, buttons, tables and
+tabs, in the same colours, set on each dialog rather than on the application, for the same
+reason as the window's (the rows).
 """
 
 from __future__ import annotations
 
-from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QIcon, QPalette
+from PySide6.QtWidgets import QDialogButtonBox, QWidget
+from typing_extensions import override
 
 from app.ui.look.colors import mix
 
@@ -124,3 +130,104 @@ def apply_style(widgets: list[QWidget], palette: QPalette) -> None:
     for widget in widgets:
         if widget.styleSheet() != sheet:
             widget.setStyleSheet(sheet)
+
+
+def dialog_style_sheet(palette: QPalette) -> str:
+    """The style sheet of a dialog for ``palette``: the window's fields, buttons and lines."""
+    base = palette.color(Role.Base)
+    window = palette.color(Role.Window)
+    text = palette.color(Role.Text)
+    accent = palette.color(Role.Highlight)
+    on_accent = palette.color(Role.HighlightedText).name()
+    line = mix(base, text, 0.16).name()
+    hover = mix(base, text, 0.08).name()
+    pressed = mix(base, text, 0.14).name()
+    muted = mix(text, base, 0.4).name()
+    accent_hover = mix(accent, text, 0.15).name()
+    fields = "QLineEdit, QPlainTextEdit, QTextEdit, QTextBrowser"
+    return f"""
+{fields} {{
+    background: {base.name()};
+    border: 1px solid {line};
+    border-radius: 8px;
+    padding: 4px 8px;
+}}
+{", ".join(f"{field}:focus" for field in fields.split(", "))} {{ border-color: {accent.name()}; }}
+QLineEdit:disabled {{ color: {muted}; }}
+QPushButton {{
+    background: {base.name()};
+    border: 1px solid {line};
+    border-radius: 8px;
+    padding: 6px 14px;
+}}
+QPushButton:hover {{ background: {hover}; }}
+QPushButton:pressed {{ background: {pressed}; }}
+QPushButton:focus {{ border-color: {accent.name()}; }}
+QPushButton:disabled {{ color: {muted}; }}
+QPushButton:default {{
+    background: {accent.name()};
+    border-color: {accent.name()};
+    color: {on_accent};
+}}
+QPushButton:default:hover {{ background: {accent_hover}; }}
+QPushButton:default:disabled {{ background: {line}; border-color: {line}; color: {muted}; }}
+QTableView, QTreeView, QListView {{
+    background: {base.name()};
+    border: 1px solid {line};
+    border-radius: 8px;
+    gridline-color: {line};
+}}
+QHeaderView::section {{
+    background: {window.name()};
+    border: none;
+    border-bottom: 1px solid {line};
+    padding: 4px 8px;
+}}
+QTabWidget::pane {{ border: 1px solid {line}; border-radius: 8px; top: -1px; }}
+QTabBar::tab {{ padding: 6px 14px; border: none; border-bottom: 2px solid transparent; }}
+QTabBar::tab:selected {{ border-bottom-color: {accent.name()}; color: {text.name()}; }}
+QTabBar::tab:!selected {{ color: {muted}; }}
+QTabBar::tab:hover {{ background: {hover}; }}
+QProgressBar {{
+    background: {hover};
+    border: none;
+    border-radius: 4px;
+    text-align: center;
+    max-height: 14px;
+}}
+QProgressBar::chunk {{ background: {accent.name()}; border-radius: 4px; }}
+"""
+
+
+class _DialogTheme(QObject):
+    """Keeps a dialog's style sheet in step with the theme (it lives as the dialog's child)."""
+
+    def __init__(self, dialog: QWidget) -> None:
+        super().__init__(dialog)
+        dialog.installEventFilter(self)
+        _apply_dialog_sheet(dialog)
+
+    @override
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if not isinstance(watched, QWidget):
+            return False
+        if event.type() == QEvent.Type.PaletteChange:
+            _apply_dialog_sheet(watched)
+        elif event.type() == QEvent.Type.Show:
+            # The platform's stock icons on OK and Cancel are not the window's (and the
+            # sheet's property for them is read before a button box has its dialog).
+            for box in watched.findChildren(QDialogButtonBox):
+                for button in box.buttons():
+                    button.setIcon(QIcon())
+        return False
+
+
+def _apply_dialog_sheet(dialog: QWidget) -> None:
+    sheet = dialog_style_sheet(dialog.palette())
+    if dialog.styleSheet() != sheet:  # setting it again would loop through PaletteChange
+        dialog.setStyleSheet(sheet)
+
+
+def follow_theme(dialog: QWidget) -> None:
+    """Give ``dialog`` the dialogs' style sheet, now and at every change of theme."""
+    _DialogTheme(dialog)

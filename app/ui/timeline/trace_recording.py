@@ -17,6 +17,7 @@ from PySide6.QtGui import QAction, QPalette
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
 from app.trace import TRACE, Tracer
+from app.ui.look.style import follow_theme
 
 
 class TraceRecording(QObject):
@@ -87,6 +88,7 @@ class TraceRecording(QObject):
         dialog.fileSelected.connect(lambda name: self.start(Path(name)))
         dialog.rejected.connect(self._show_state)
         dialog.finished.connect(dialog.deleteLater)
+        follow_theme(dialog)
         dialog.open()
 
     def start(self, path: Path) -> None:
