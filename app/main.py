@@ -165,6 +165,7 @@ async def run_window(
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
     from app.ui.window.server_panel import ServerFace
+    from app.ui.window.termination import CloseOnTermination
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
@@ -196,6 +197,9 @@ async def run_window(
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)
     closed = _closing(window)
+    # A logout, `kill` or Ctrl+C closes the window as Ctrl+Q does: the reply saved, no crash.
+    termination = CloseOnTermination(window.close)
+    termination.install()
     window.show()
     # What was built at start lives as long as the app: keep it out of the collector's scans,
     # whose pauses grow with the heap (tens of ms with a large conversation on screen).
@@ -215,7 +219,10 @@ async def run_window(
     session.open_model(model)
     window.spawn(server_face.start())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
-    await closed
+    try:
+        await closed
+    finally:
+        termination.remove()
     if driving is not None and not driving.done():
         driving.cancel()
     window.hide()

@@ -104,6 +104,48 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_polite_signal_mid_answer_closes_as_the_user_would(
+    model_path: Path, floodgate_home: Path, number: signal.Signals
+) -> None:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_mid_answer", "--model", str(model_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=HERE.parent,
+    )
+    assert proc.stdout is not None
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            assert line, "the app ended before the signal"
+            if int(line.split()[1]) > 0:  # the answer is streaming
+                break
+        proc.send_signal(number)  # a logout, `kill`, Ctrl+C in the terminal
+        _, said = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, said
+    assert [line for line in said.splitlines() if line != OFFSCREEN_NOTE] == []
+    # Stopped and saved as Ctrl+Q would, and nothing for the next launch to call a crash.
+    assert not (floodgate_home / "session.crash").exists()
+    database, _ = open_database(floodgate_home / "floodgate.sqlite3")
+    (summary,) = database.list_conversations()
+    conversation = database.load(summary.id)
+    assert conversation is not None
+    prompt, reply = conversation.messages
+    assert prompt.content == LONG_PROMPT
+    assert reply.status == "stopped"
+    assert reply.content
+
+
+@pytest.mark.model
 def test_a_second_launch_hands_its_model_to_the_first_and_exits(
     model_path: Path, floodgate_home: Path, tmp_path: Path
 ) -> None:
