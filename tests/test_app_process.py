@@ -53,19 +53,24 @@ def test_closing_mid_answer_exits_promptly_quietly_and_saved(
     assert reply.content
 
 
-@pytest.mark.model
-def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
-    model_path: Path, floodgate_home: Path
-) -> None:
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
-    proc = subprocess.Popen(
+def asking_for_a_long_answer(model_path: Path, home: Path, stderr: int) -> subprocess.Popen[str]:
+    """The app, asking for a long story and printing ``shown <characters> <time>`` (50 ms)."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(home))
+    return subprocess.Popen(
         [sys.executable, "-m", "tests.kill_mid_answer", "--model", str(model_path)],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
         env=env,
         cwd=HERE.parent,
     )
+
+
+@pytest.mark.model
+def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
+    model_path: Path, floodgate_home: Path
+) -> None:
+    proc = asking_for_a_long_answer(model_path, floodgate_home, subprocess.DEVNULL)
     shown: list[tuple[float, int]] = []  # (time, characters on screen)
     assert proc.stdout is not None
     try:
@@ -108,15 +113,7 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
 def test_a_polite_signal_mid_answer_closes_as_the_user_would(
     model_path: Path, floodgate_home: Path, number: signal.Signals
 ) -> None:
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.kill_mid_answer", "--model", str(model_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=HERE.parent,
-    )
+    proc = asking_for_a_long_answer(model_path, floodgate_home, subprocess.PIPE)
     assert proc.stdout is not None
     try:
         deadline = time.time() + 90
