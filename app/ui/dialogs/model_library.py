@@ -82,7 +82,10 @@ class ModelLibrary(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        # The name takes the room; the facts beside it are as wide as their words (and headers).
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.cellDoubleClicked.connect(lambda row, _: self._open_row(row))
         self.problems = QLabel()
         # File names and header strings come from files anyone can make: never markup.
@@ -96,6 +99,8 @@ class ModelLibrary(QDialog):
         add.clicked.connect(self.add_requested)
         close = QPushButton(self.tr("Close"))
         close.clicked.connect(self.reject)
+        for other in (add, close):
+            other.setAutoDefault(False)  # Enter opens the selected model, wherever the focus is
         buttons = QHBoxLayout()
         buttons.addWidget(add)
         buttons.addStretch(1)
