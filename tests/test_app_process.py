@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.store.conversation import Message
 from app.store.database import open_database
 from app.store.paths import DEFAULT_MODEL, MODEL_VARIABLE
 from app.store.preferences import load_preferences, save_preferences
@@ -43,14 +44,22 @@ def test_closing_mid_answer_exits_promptly_quietly_and_saved(
     assert exited_at - closed_at < 5.0
     print(f"exit took {exited_at - closed_at:.3f} s after the window closed")
     # The reply was stopped and saved as partial before the process ended.
-    database, _ = open_database(floodgate_home / "floodgate.sqlite3")
+    prompt, reply = saved_turn(floodgate_home)
+    assert prompt.content == LONG_PROMPT
+    assert reply.status == "stopped"
+    assert reply.content
+
+
+def saved_turn(home: Path) -> tuple[Message, Message]:
+    """The one prompt and reply in the history file (checked whole and readable first)."""
+    database, problem = open_database(home / "floodgate.sqlite3")
+    assert problem is None
+    assert database.integrity_ok()
     (summary,) = database.list_conversations()
     conversation = database.load(summary.id)
     assert conversation is not None
     prompt, reply = conversation.messages
-    assert prompt.content == LONG_PROMPT
-    assert reply.status == "stopped"
-    assert reply.content
+    return prompt, reply
 
 
 def asking_for_a_long_answer(model_path: Path, home: Path, stderr: int) -> subprocess.Popen[str]:
@@ -93,13 +102,7 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
         proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
 
-    database, problem = open_database(floodgate_home / "floodgate.sqlite3")
-    assert problem is None
-    assert database.integrity_ok()
-    (summary,) = database.list_conversations()
-    conversation = database.load(summary.id)
-    assert conversation is not None
-    prompt, reply = conversation.messages
+    prompt, reply = saved_turn(floodgate_home)
     assert prompt.content == LONG_PROMPT
     assert reply.status == "streaming"  # shown as interrupted when opened again
     # Everything on screen a little over a second before the kill was saved.
@@ -132,11 +135,7 @@ def test_a_polite_signal_mid_answer_closes_as_the_user_would(
     assert [line for line in said.splitlines() if line != OFFSCREEN_NOTE] == []
     # Stopped and saved as Ctrl+Q would, and nothing for the next launch to call a crash.
     assert not (floodgate_home / "session.crash").exists()
-    database, _ = open_database(floodgate_home / "floodgate.sqlite3")
-    (summary,) = database.list_conversations()
-    conversation = database.load(summary.id)
-    assert conversation is not None
-    prompt, reply = conversation.messages
+    prompt, reply = saved_turn(floodgate_home)
     assert prompt.content == LONG_PROMPT
     assert reply.status == "stopped"
     assert reply.content
