@@ -28,94 +28,113 @@ SEND_SIDE = 32
 """The round send button's diameter, in pixels (a comfortable target for a pointer)."""
 
 
-def style_sheet(palette: QPalette) -> str:
-    """The style sheet for ``palette`` (light or dark)."""
+def _colors(palette: QPalette) -> dict[str, str]:
+    """The colours both sheets use, by role, made from ``palette``."""
     base = palette.color(Role.Base)
     window = palette.color(Role.Window)
     text = palette.color(Role.Text)
     accent = palette.color(Role.Highlight)
-    line = mix(base, text, 0.16).name()
-    hover = mix(base, text, 0.08).name()
-    pressed = mix(base, text, 0.14).name()
-    field = mix(base, window, 0.5).name()
-    muted = mix(text, base, 0.4).name()
-    accent_hover = mix(accent, text, 0.15).name()
-    disabled = mix(base, text, 0.25).name()
+    return {
+        "base": base.name(),
+        "window": window.name(),
+        "text": text.name(),
+        "accent": accent.name(),
+        "on_accent": palette.color(Role.HighlightedText).name(),
+        "line": mix(base, text, 0.16).name(),
+        "hover": mix(base, text, 0.08).name(),
+        "pressed": mix(base, text, 0.14).name(),
+        "field": mix(base, window, 0.5).name(),
+        "muted": mix(text, base, 0.4).name(),
+        "accent_hover": mix(accent, text, 0.15).name(),
+        "disabled": mix(base, text, 0.25).name(),
+        "banner": mix(base, accent, 0.12).name(),
+        "banner_line": mix(base, accent, 0.35).name(),
+        "list_hover": mix(window, text, 0.06).name(),
+        "list_selected": mix(window, accent, 0.22).name(),
+    }
+
+
+def style_sheet(palette: QPalette) -> str:
+    """The style sheet for ``palette`` (light or dark)."""
+    c = _colors(palette)
     send_radius = SEND_SIDE // 2
     return f"""
 #composerBox {{
-    background: {field};
-    border: 1px solid {line};
+    background: {c["field"]};
+    border: 1px solid {c["line"]};
     border-radius: {RADIUS_FIELD}px;
 }}
-#composerBox[focused="true"] {{ border-color: {accent.name()}; }}
+#composerBox[focused="true"] {{ border-color: {c["accent"]}; }}
 #composer {{ background: transparent; border: none; }}
 #attachButton {{ border: none; border-radius: 14px; padding: 5px; }}
-#attachButton:hover {{ background: {hover}; }}
-#attachButton:pressed {{ background: {pressed}; }}
+#attachButton:hover {{ background: {c["hover"]}; }}
+#attachButton:pressed {{ background: {c["pressed"]}; }}
 #sendButton {{
-    background: {accent.name()};
+    background: {c["accent"]};
     border: none;
     border-radius: {send_radius}px;
     min-width: {SEND_SIDE}px; max-width: {SEND_SIDE}px;
     min-height: {SEND_SIDE}px; max-height: {SEND_SIDE}px;
 }}
-#sendButton:hover {{ background: {accent_hover}; }}
-#sendButton:disabled {{ background: {disabled}; }}
-#sendButton:focus {{ border: 2px solid {text.name()}; }}
-#modelHeader {{ background: {base.name()}; border-bottom: 1px solid {line}; }}
+#sendButton:hover {{ background: {c["accent_hover"]}; }}
+#sendButton:disabled {{ background: {c["disabled"]}; }}
+#sendButton:focus {{ border: 2px solid {c["text"]}; }}
+#modelHeader {{ background: {c["base"]}; border-bottom: 1px solid {c["line"]}; }}
 #modelPicker {{
     border: 1px solid transparent;
     border-radius: 8px;
     padding: 4px 8px;
     font-weight: 600;
 }}
-#modelPicker:hover, #modelPicker:focus {{ background: {hover}; border-color: {line}; }}
+#modelPicker:hover, #modelPicker:focus {{ background: {c["hover"]}; border-color: {c["line"]}; }}
 #modelPicker::menu-indicator {{ image: none; width: 0px; }}
-#modelFacts, #conversationTitle {{ color: {muted}; }}
-#emptyChat QLabel#emptyHint {{ color: {muted}; }}
+#modelFacts, #conversationTitle {{ color: {c["muted"]}; }}
+#emptyChat QLabel#emptyHint {{ color: {c["muted"]}; }}
 #examplePrompt {{
-    background: {field};
-    border: 1px solid {line};
+    background: {c["field"]};
+    border: 1px solid {c["line"]};
     border-radius: 10px;
     padding: 8px 12px;
     text-align: left;
 }}
-#examplePrompt:hover, #examplePrompt:focus {{ background: {hover}; border-color: {accent.name()}; }}
+#examplePrompt:hover, #examplePrompt:focus {{
+    background: {c["hover"]};
+    border-color: {c["accent"]};
+}}
 #editBanner, #savingBanner {{
-    background: {mix(base, accent, 0.12).name()};
-    border: 1px solid {mix(base, accent, 0.35).name()};
+    background: {c["banner"]};
+    border: 1px solid {c["banner_line"]};
     border-radius: 8px;
     padding: 6px 10px;
 }}
 #attachmentChip {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 10px;
 }}
-#sidebar {{ background: {window.name()}; }}
-#sidebar QListWidget {{ background: {window.name()}; border: none; }}
+#sidebar {{ background: {c["window"]}; }}
+#sidebar QListWidget {{ background: {c["window"]}; border: none; }}
 #sidebar QListWidget::item {{ padding: 6px 8px; border-radius: 6px; }}
-#sidebar QListWidget::item:hover {{ background: {mix(window, text, 0.06).name()}; }}
+#sidebar QListWidget::item:hover {{ background: {c["list_hover"]}; }}
 #sidebar QListWidget::item:selected {{
-    background: {mix(window, accent, 0.22).name()};
-    color: {text.name()};
+    background: {c["list_selected"]};
+    color: {c["text"]};
 }}
 #sidebar QLineEdit {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 8px;
     padding: 4px 8px;
 }}
-#sidebar QLineEdit:focus {{ border-color: {accent.name()}; }}
+#sidebar QLineEdit:focus {{ border-color: {c["accent"]}; }}
 #newChat {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 8px;
     padding: 6px 10px;
 }}
-#newChat:hover {{ background: {hover}; }}
-QDockWidget::title {{ padding: 6px 8px; background: {window.name()}; }}
+#newChat:hover {{ background: {c["hover"]}; }}
+QDockWidget::title {{ padding: 6px 8px; background: {c["window"]}; }}
 """
 
 
@@ -134,68 +153,63 @@ def apply_style(widgets: list[QWidget], palette: QPalette) -> None:
 
 def dialog_style_sheet(palette: QPalette) -> str:
     """The style sheet of a dialog for ``palette``: the window's fields, buttons and lines."""
-    base = palette.color(Role.Base)
-    window = palette.color(Role.Window)
-    text = palette.color(Role.Text)
-    accent = palette.color(Role.Highlight)
-    on_accent = palette.color(Role.HighlightedText).name()
-    line = mix(base, text, 0.16).name()
-    hover = mix(base, text, 0.08).name()
-    pressed = mix(base, text, 0.14).name()
-    muted = mix(text, base, 0.4).name()
-    accent_hover = mix(accent, text, 0.15).name()
+    c = _colors(palette)
     fields = "QLineEdit, QPlainTextEdit, QTextEdit, QTextBrowser"
     return f"""
 {fields} {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 8px;
     padding: 4px 8px;
 }}
-{", ".join(f"{field}:focus" for field in fields.split(", "))} {{ border-color: {accent.name()}; }}
-QLineEdit:disabled {{ color: {muted}; }}
+{", ".join(f"{field}:focus" for field in fields.split(", "))} {{ border-color: {c["accent"]}; }}
+QLineEdit:disabled {{ color: {c["muted"]}; }}
 QPushButton {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 8px;
     padding: 6px 14px;
 }}
-QPushButton:hover {{ background: {hover}; }}
-QPushButton:pressed {{ background: {pressed}; }}
-QPushButton:focus {{ border-color: {accent.name()}; }}
-QPushButton:disabled {{ color: {muted}; }}
+QPushButton:hover {{ background: {c["hover"]}; }}
+QPushButton:pressed {{ background: {c["pressed"]}; }}
+QPushButton:focus {{ border-color: {c["accent"]}; }}
+QPushButton:disabled {{ color: {c["muted"]}; }}
 QPushButton:default {{
-    background: {accent.name()};
-    border-color: {accent.name()};
-    color: {on_accent};
+    background: {c["accent"]};
+    border-color: {c["accent"]};
+    color: {c["on_accent"]};
 }}
-QPushButton:default:hover {{ background: {accent_hover}; }}
-QPushButton:default:disabled {{ background: {line}; border-color: {line}; color: {muted}; }}
+QPushButton:default:hover {{ background: {c["accent_hover"]}; }}
+QPushButton:default:disabled {{
+    background: {c["line"]};
+    border-color: {c["line"]};
+    color: {c["muted"]};
+}}
 QTableView, QTreeView, QListView {{
-    background: {base.name()};
-    border: 1px solid {line};
+    background: {c["base"]};
+    border: 1px solid {c["line"]};
     border-radius: 8px;
-    gridline-color: {line};
+    gridline-color: {c["line"]};
 }}
 QHeaderView::section {{
-    background: {window.name()};
+    background: {c["window"]};
     border: none;
-    border-bottom: 1px solid {line};
+    border-bottom: 1px solid {c["line"]};
     padding: 4px 8px;
 }}
-QTabWidget::pane {{ border: 1px solid {line}; border-radius: 8px; top: -1px; }}
+QTabWidget::pane {{ border: 1px solid {c["line"]}; border-radius: 8px; top: -1px; }}
 QTabBar::tab {{ padding: 6px 14px; border: none; border-bottom: 2px solid transparent; }}
-QTabBar::tab:selected {{ border-bottom-color: {accent.name()}; color: {text.name()}; }}
-QTabBar::tab:!selected {{ color: {muted}; }}
-QTabBar::tab:hover {{ background: {hover}; }}
+QTabBar::tab:selected {{ border-bottom-color: {c["accent"]}; color: {c["text"]}; }}
+QTabBar::tab:!selected {{ color: {c["muted"]}; }}
+QTabBar::tab:hover {{ background: {c["hover"]}; }}
 QProgressBar {{
-    background: {hover};
+    background: {c["hover"]};
     border: none;
     border-radius: 4px;
     text-align: center;
     max-height: 14px;
 }}
-QProgressBar::chunk {{ background: {accent.name()}; border-radius: 4px; }}
+QProgressBar::chunk {{ background: {c["accent"]}; border-radius: 4px; }}
 """
 
 
