@@ -158,6 +158,7 @@ async def run_window(
     from app.flow.preferences import PreferencesKeeper
     from app.flow.serving import ApiServing
     from app.flow.session import ChatSession
+    from app.flow.termination import PoliteEnd
     from app.flow.words import say_sentence
     from app.serve import api_starter
     from app.store.thread_choices import ThreadChoices
@@ -165,7 +166,6 @@ async def run_window(
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
     from app.ui.window.server_panel import ServerFace
-    from app.ui.window.termination import CloseOnTermination
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
@@ -198,7 +198,7 @@ async def run_window(
         window.view.add_note(say_sentence(archive_problem), error=True)
     closed = _closing(window)
     # A logout, `kill` or Ctrl+C closes the window as Ctrl+Q does: the reply saved, no crash.
-    termination = CloseOnTermination(window.close)
+    termination = PoliteEnd(window.close)
     termination.install()
     window.show()
     # What was built at start lives as long as the app: keep it out of the collector's scans,

@@ -18,9 +18,7 @@ import logging
 import os
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from app.flow.options import engine_options, generation_settings
 from app.flow.preferences import PreferencesKeeper
 from app.flow.requests import RequestBoard
 from app.flow.serving import Starter
+from app.flow.termination import PoliteEnd
 from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
@@ -47,9 +46,6 @@ API_KEY_VARIABLE = "FLOODGATE_API_KEY"
 
 RECORD_FOLDER = "serve"
 """The servers' crash record, in the data folder (the window's is the data folder's own)."""
-
-SIGNAL_CHECK_SECONDS = 0.1
-"""How often the loop gives Python's signal handlers a turn (Qt's loop runs in C)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +95,10 @@ def main(argv: Sequence[str]) -> int:
     qt = QCoreApplication.instance() or QCoreApplication([sys.argv[0]])
     # Taken over before the record begins: a SIGTERM while the model loads, or just after the
     # server says where it listens, is a deliberate exit, not a crash to report next time.
-    with _stop_signals() as stop:
+    stop = asyncio.Event()  # bound to the loop when first awaited, inside the runner
+    signals = PoliteEnd(stop.set, (signal.SIGINT, signal.SIGTERM))
+    signals.install()
+    try:
         lock = _record_crashes()
         try:
             with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt)) as runner:
@@ -108,21 +107,8 @@ def main(argv: Sequence[str]) -> int:
             if lock is not None:
                 CRASH_RECORD.end()  # a deliberate exit, not a crash
                 lock.unlock()
-
-
-@contextmanager
-def _stop_signals() -> Iterator[threading.Event]:
-    """An event set on SIGINT or SIGTERM while the block runs (the handlers restored after)."""
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda _sig, _frame: stop.set())
-        for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        yield stop
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.remove()
 
 
 def _record_crashes() -> QLockFile | None:
@@ -146,7 +132,7 @@ def _record_crashes() -> QLockFile | None:
     return lock
 
 
-async def serve(args: argparse.Namespace, stop: threading.Event) -> int:
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     """Open the model, serve until ``stop`` is set (by a signal), then stop everything."""
     settings = (await PreferencesKeeper.load()).preferences.settings
     options = engine_options(settings, prompt_cache_dir())
@@ -178,7 +164,7 @@ async def serve(args: argparse.Namespace, stop: threading.Event) -> int:
             return 2
         print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
         try:
-            await _until(stop)
+            await stop.wait()
         finally:
             server.stop()
     finally:
@@ -221,11 +207,3 @@ def api_starter(
 def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
     given = {"n_threads": args.threads, "n_ctx": args.ctx}
     return replace(options, **{k: v for k, v in given.items() if v is not None})
-
-
-async def _until(stop: threading.Event) -> None:
-    """Return once ``stop`` is set."""
-    while not stop.is_set():
-        # Python runs a signal handler only between bytecodes of the main thread; the wait
-        # wakes the loop that often so the handler gets its turn.
-        await asyncio.sleep(SIGNAL_CHECK_SECONDS)

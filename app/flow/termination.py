@@ -1,15 +1,15 @@
-"""SIGTERM and SIGINT close the window as the user would.
+"""Polite signals (SIGTERM, SIGINT, SIGHUP) end Floodgate the way its own controls do.
 
-A logout, ``kill``, a service manager or Ctrl+C in the terminal that started Floodgate send
-one of them. By default Python ends the process at once: the reply in progress would be left
-as "streaming" (shown as interrupted) and the next launch would report a crash. Taken over,
-they close the window, so the reply stops, is saved as stopped, and the model is freed, as
-Ctrl+Q does.
+A logout, ``kill``, a service manager or Ctrl+C in the terminal send one of them. By default
+Python ends the process at once: the window's reply in progress would be left as "streaming"
+(shown as interrupted) and the next launch, or the next ``floodgate serve``, would report a
+crash. Taken over, they call what ends the app politely: the window closes as Ctrl+Q does
+(the reply stopped and saved, the model freed), the server stops its requests and exits.
 
 Python runs a signal's handler only when its main thread runs Python code, and Qt's event loop
 waits in C: so the signal also writes its number to a socket (``signal.set_wakeup_fd``), which
-a :class:`QSocketNotifier` watches, and the window is closed from that notifier's slot, on the
-UI thread, between two events (not from the handler, which could run in the middle of any
+a :class:`QSocketNotifier` watches, and the ending is called from that notifier's slot, on the
+main thread, between two events (not from the handler, which could run in the middle of any
 Python code).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from PySide6.QtCore import QObject, QSocketNotifier, Slot
@@ -35,16 +35,23 @@ def _note(_number: int, _frame: FrameType | None) -> None:
     """The Python-level handler: nothing, the wakeup socket carries the signal to Qt."""
 
 
-class CloseOnTermination(QObject):
-    """While installed, the signals in :data:`SIGNALS` call ``close`` on the UI thread.
+class PoliteEnd(QObject):
+    """While installed, the given signals call ``end`` on the main thread, from Qt's loop.
 
     Args:
-        close: what ends the app politely (the main window's ``close``).
+        end: what ends the app politely (the main window's ``close``, the server's stop).
+        signals: the signals taken over (by default :data:`SIGNALS`).
     """
 
-    def __init__(self, close: Callable[[], object], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        end: Callable[[], object],
+        signals: Sequence[int] = SIGNALS,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
-        self._close = close
+        self._end = end
+        self._signals = tuple(signals)
         self._reader, self._writer = socket.socketpair()
         self._reader.setblocking(False)
         self._writer.setblocking(False)
@@ -57,7 +64,7 @@ class CloseOnTermination(QObject):
     def install(self) -> None:
         """Take the signals over (only the main thread can)."""
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
-        self._previous = {number: signal.signal(number, _note) for number in SIGNALS}
+        self._previous = {number: signal.signal(number, _note) for number in self._signals}
         self._installed = True
 
     def remove(self) -> None:
@@ -75,5 +82,5 @@ class CloseOnTermination(QObject):
     def _on_signal(self) -> None:
         with contextlib.suppress(OSError):
             received = self._reader.recv(64)
-            if any(number in received for number in SIGNALS):
-                self._close()
+            if any(number in received for number in self._signals):
+                self._end()
