@@ -14,24 +14,41 @@ QM := $(TS:.ts=.qm)
 # LLAMA_CPU=portable (the AVX2 generation; the default), cpu (all of this CPU's sets) or baseline
 # (runs on any CPU); empty: what was chosen before.
 LLAMA_CPU ?=
+# LLAMA_GPU=auto (the GPU this machine has: Metal on Apple Silicon, CUDA where nvidia-smi and
+# nvcc are, Vulkan for any other GPU; the default), vulkan, cuda, metal or none; empty: what
+# was asked before. A GPU build that fails leaves the CPU build and says why.
+LLAMA_GPU ?=
 LLAMA := $(VENV)/floodgate-llama.json
+LLAMA_FLAGS = $(if $(LLAMA_CPU),--cpu $(LLAMA_CPU)) $(if $(LLAMA_GPU),--gpu $(LLAMA_GPU))
+LLAMA_SOURCES := app/install/llama_wheel.py app/install/gpu_probe.py $(wildcard app/install/patches/*)
+# The tests run the Vulkan build on Mesa's lavapipe (a Vulkan driver on the CPU) in processes
+# of their own, beside the CPU build: built once per machine, kept in the wheel cache.
+GPU_TEST := $(VENV)/llama-vulkan/.ready
 # Setup ends with the self-test: the model loaded and a prompt processed in a child process.
 SELF_TEST := $(VENV)/.self-tested
 
 .PHONY: run test lint typecheck check bench soak translations clean fonts llama install uninstall \
-	app-icon
+	app-icon gpu-check
 
 run: $(SELF_TEST) $(QM) fonts
 	$(BIN)/floodgate --model $(MODEL)
 
-test: $(SELF_TEST) $(QM) fonts
+test: $(SELF_TEST) $(QM) fonts $(GPU_TEST)
 	QT_QPA_PLATFORM=offscreen $(BIN)/pytest
 
-# Rebuild (or reinstall from the cache) llama.cpp with other flags: make llama LLAMA_CPU=baseline
+# Rebuild (or reinstall from the cache) llama.cpp with other flags: make llama LLAMA_CPU=baseline,
+# make llama LLAMA_GPU=vulkan
 llama: | $(BIN)/python
-	$(BIN)/python -m app.install.llama_wheel $(if $(LLAMA_CPU),--cpu $(LLAMA_CPU))
+	$(BIN)/python -m app.install.llama_wheel $(LLAMA_FLAGS)
 	touch $(LLAMA)
 	$(MAKE) $(SELF_TEST)
+
+# The GPU section of the bench, for a machine with a GPU: builds for it (once) and measures
+# decode and prompt speed at 0, half and every layer, Stop, and the fit (no network needed
+# once the build is cached).
+gpu-check: $(SELF_TEST)
+	mkdir -p build
+	$(BIN)/floodgate bench --only gpu --model $(MODEL) --json build/gpu-check.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests models
@@ -84,8 +101,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(LLAMA): app/install/llama_wheel.py | $(BIN)/python
-	$(BIN)/python -m app.install.llama_wheel $(if $(LLAMA_CPU),--cpu $(LLAMA_CPU))
+$(LLAMA): $(LLAMA_SOURCES) | $(BIN)/python
+	$(BIN)/python -m app.install.llama_wheel $(LLAMA_FLAGS)
+	touch $@
+
+# lavapipe and the Vulkan loader, for the tests (as root with apt-get; elsewhere the GPU tests
+# say what is missing and are skipped).
+$(GPU_TEST): $(LLAMA_SOURCES) | $(BIN)/python
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      mesa-vulkan-drivers libvulkan1); \
+	fi
+	$(BIN)/python -m app.install.llama_wheel --gpu vulkan --unpack $(VENV)/llama-vulkan
 	touch $@
 
 $(STAMP): pyproject.toml $(LLAMA)

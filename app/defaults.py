@@ -21,6 +21,15 @@ SEED: int | None = None
 N_CTX = 4096
 N_BATCH = 512
 
+# The GPU (see app/engine/placement.py).
+COMPUTE = "auto"
+"""Where models run: ``auto`` (the GPU with the most free memory, if there is one), ``cpu``, or
+one GPU by ggml's name for it (``Vulkan0``, ``CUDA1``)."""
+GPU_LAYERS: int | None = None
+"""Layers offloaded to the GPU: None fits as many as its free memory holds."""
+GPU_MEMORY_MB = 0
+"""The most GPU memory a model may take, in MB: 0 takes what is free, less a margin."""
+
 # The prompt cache: processed prompts kept per conversation (KV cache states).
 CACHE_RAM_MB = 1024
 """A gigabyte of RAM: about 40 conversations of 1,200 tokens with a 135M model, or 8 with an

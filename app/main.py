@@ -20,6 +20,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.crash_record import CRASH_RECORD, LastEnd
+from app.flow.options import add_compute_arguments, compute_from_command_line
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.paths import MODEL_VARIABLE, data_dir, default_model_path, prompt_cache_dir
 from app.store.settings import Settings
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads that decode (default: the fastest count, measured once per model)",
     )
     parser.add_argument("--ctx", type=_positive_int, default=None, help="context size in tokens")
+    add_compute_arguments(parser)
     parser.add_argument(
         "--queue-bound",
         type=_positive_int,
@@ -132,7 +134,8 @@ def _version() -> str:
 def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
     """The saved settings, with what the command line says instead where it says something."""
     given = {"decode_threads": args.threads, "n_ctx": args.ctx, "queue_bound": args.queue_bound}
-    return replace(settings, **{k: v for k, v in given.items() if v is not None})
+    chosen = {k: v for k, v in given.items() if v is not None}
+    return replace(settings, **chosen, **compute_from_command_line(args))
 
 
 async def run_window(

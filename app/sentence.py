@@ -32,3 +32,12 @@ class Sentence:
 
     def __str__(self) -> str:
         return self.template.format(**self.fields)
+
+
+def size_text(size: int) -> str:
+    """A size in bytes as people read it: ``"812 B"``, ``"12 KB"``, ``"1.5 MB"``."""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
+    return f"{size} B"

@@ -29,7 +29,12 @@ from app.crash_record import CRASH_RECORD
 from app.engine import EngineOptions, GenerationSettings
 from app.engine.llama import open_llama
 from app.flow.model_host import ModelHost, ModelState
-from app.flow.options import engine_options, generation_settings
+from app.flow.options import (
+    add_compute_arguments,
+    compute_from_command_line,
+    engine_options,
+    generation_settings,
+)
 from app.flow.preferences import PreferencesKeeper
 from app.flow.requests import RequestBoard
 from app.flow.serving import Starter
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads")
     parser.add_argument("--ctx", type=_positive_int, default=None, help="context size in tokens")
+    add_compute_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="log to stderr")
     return parser
 
@@ -206,4 +212,5 @@ def api_starter(
 
 def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
     given = {"n_threads": args.threads, "n_ctx": args.ctx}
-    return replace(options, **{k: v for k, v in given.items() if v is not None})
+    chosen = {k: v for k, v in given.items() if v is not None}
+    return replace(options, **chosen, **compute_from_command_line(args))

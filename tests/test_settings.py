@@ -119,10 +119,10 @@ def test_applying_settings_to_the_session(loop: Loop) -> None:
 
 
 def test_the_command_line_wins_over_saved_settings() -> None:
-    args = argparse.Namespace(threads=3, ctx=None, queue_bound=None)
-    assert with_command_line(Settings(decode_threads=1, n_ctx=2048), args) == Settings(
-        decode_threads=3, n_ctx=2048
-    )
+    args = argparse.Namespace(threads=3, ctx=None, queue_bound=None, compute="cpu", gpu_layers=None)
+    assert with_command_line(
+        Settings(decode_threads=1, n_ctx=2048, gpu_layers=9), args
+    ) == Settings(decode_threads=3, n_ctx=2048, compute="cpu", gpu_layers=9)
 
 
 def test_a_conversation_keeps_only_what_differs_from_the_apps_settings(qtbot: QtBot) -> None:

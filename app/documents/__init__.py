@@ -27,7 +27,6 @@ from app.documents.document import (
     kind_of,
     language_of,
     seconds_to_read,
-    size_text,
 )
 from app.documents.html_text import visible_text
 from app.documents.prompt import (
@@ -38,6 +37,7 @@ from app.documents.prompt import (
     fenced_for_prompt,
 )
 from app.documents.reading import MAX_ATTACHMENT_BYTES, read_document
+from app.sentence import size_text
 
 __all__ = [
     "KINDS",

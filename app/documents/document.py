@@ -243,15 +243,6 @@ def language_of(name: str, kind: Kind) -> str:
     return {"markdown": "markdown", "csv": "csv", "json": "json"}.get(kind, "")
 
 
-def size_text(size: int) -> str:
-    """A size in bytes as people read it: ``"812 B"``, ``"12 KB"``, ``"1.5 MB"``."""
-    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
-    return f"{size} B"
-
-
 def seconds_to_read(tokens: int, prefill_rate: float | None) -> float | None:
     """How long the model takes to read ``tokens`` at ``prefill_rate`` tokens/s (None: unknown)."""
     if prefill_rate is None or prefill_rate <= 0:

@@ -23,11 +23,11 @@ from app.documents.document import (
     DocumentError,
     ReadingCancelledError,
     kind_of,
-    size_text,
 )
 from app.documents.encodings import clean, decode
 from app.documents.html_text import visible_text
 from app.documents.pdf import read_pdf
+from app.sentence import size_text
 
 MAX_ATTACHMENT_BYTES: Final = 64 * 2**20
 """The largest file an attachment may be. A text this size is some 16 million tokens, far past

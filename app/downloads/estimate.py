@@ -18,6 +18,7 @@ import httpx
 from app.downloads.errors import DownloadError
 from app.downloads.files import ModelChoice
 from app.engine.errors import ModelLoadError
+from app.engine.fit import ModelShape, model_shape
 from app.engine.model_card import GGUFHeader, HeaderCutShortError, parse_gguf_header
 from app.sentence import QT_TRANSLATE_NOOP
 
@@ -26,9 +27,6 @@ HEADER_CHUNK = 2 * 1024 * 1024
 
 HEADER_LIMIT = 64 * 1024 * 1024
 """A header longer than this is not read (a vocabulary of 250,000 tokens is about 10 MB)."""
-
-KV_BYTES = 2
-"""Bytes per cached key or value element: llama.cpp's default cache type is f16."""
 
 FITS_SHARE = 0.7
 """A model that needs at most this share of the RAM fits: the rest is for the system and apps."""
@@ -42,74 +40,11 @@ _FLOAT_TYPES = ("F32", "F16", "BF16", "FP16", "FP32")
 class Fit(enum.Enum):
     """How a model's need compares with this machine's memory."""
 
+    GPU = "fits the GPU"
+    """Every layer fits the GPU's free memory (the fastest way to run it)."""
     FITS = "fits"
     TIGHT = "tight"
     TOO_LARGE = "too large"
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What of a model's architecture sizes its KV cache.
-
-    Attributes:
-        layers: the number of blocks.
-        kv_heads: key/value heads summed over the layers (some models vary them per layer).
-        key_length: elements of a key per head.
-        value_length: elements of a value per head.
-        context_length: the context it was trained for (None when the header omits it).
-    """
-
-    layers: int
-    kv_heads: int
-    key_length: int
-    value_length: int
-    context_length: int | None
-
-    def kv_cache_bytes(self, n_ctx: int) -> int:
-        """The KV cache's bytes at ``n_ctx`` tokens, f16."""
-        return n_ctx * self.kv_heads * (self.key_length + self.value_length) * KV_BYTES
-
-
-def _int(metadata: dict[str, object], key: str) -> int | None:
-    value = metadata.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _per_layer(metadata: dict[str, object], key: str, layers: int) -> int | None:
-    """A head count summed over the layers: one number for all, or a list of one per layer."""
-    value = metadata.get(key)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value * layers
-    if isinstance(value, list) and len(value) == layers and all(isinstance(v, int) for v in value):
-        return sum(int(v) for v in value)
-    return None
-
-
-def model_shape(header: GGUFHeader) -> ModelShape | None:
-    """The KV-cache shape in a header, or None when it lacks what is needed."""
-    metadata = header.metadata
-    arch = metadata.get("general.architecture")
-    if not isinstance(arch, str):
-        return None
-    layers = _int(metadata, f"{arch}.block_count")
-    if not layers or layers <= 0:
-        return None
-    heads = _per_layer(metadata, f"{arch}.attention.head_count", layers)
-    kv_heads = _per_layer(metadata, f"{arch}.attention.head_count_kv", layers) or heads
-    embedding = _int(metadata, f"{arch}.embedding_length")
-    key_length = _int(metadata, f"{arch}.attention.key_length")
-    if key_length is None and embedding and heads:
-        key_length = embedding // (heads // layers) if heads >= layers else None
-    value_length = _int(metadata, f"{arch}.attention.value_length") or key_length
-    if not kv_heads or not key_length or not value_length:
-        return None
-    return ModelShape(
-        layers=layers,
-        kv_heads=kv_heads,
-        key_length=key_length,
-        value_length=value_length,
-        context_length=_int(metadata, f"{arch}.context_length"),
-    )
 
 
 def _fetch_range(
@@ -191,7 +126,7 @@ class MemoryEstimate:
         kv_cache: bytes of the KV cache at ``n_ctx`` (None when the header did not say).
         n_ctx: the context length it was computed for.
         memory: this machine's RAM in bytes.
-        fit: fits, tight or too large.
+        fit: fits the GPU, fits, tight or too large.
     """
 
     weights: int
@@ -218,14 +153,24 @@ def judge(need: int, memory: int) -> Fit:
 
 
 def estimate(
-    choice: ModelChoice, shape: ModelShape | None, n_ctx: int, memory: int
+    choice: ModelChoice, shape: ModelShape | None, n_ctx: int, memory: int, gpu: int = 0
 ) -> MemoryEstimate:
-    """The estimate for ``choice`` at ``n_ctx`` (capped at the trained context) in ``memory``."""
+    """The estimate for ``choice`` at ``n_ctx`` (capped at the trained context).
+
+    Args:
+        choice: the model.
+        shape: its KV cache's shape (None: unknown, weights only).
+        n_ctx: the context it would run with.
+        memory: this machine's RAM in bytes.
+        gpu: bytes a GPU could give it (its free memory less the margin; 0: no GPU). What
+            does not fit there runs from RAM, as the layers left on the CPU do.
+    """
     if shape is not None and shape.context_length:
         n_ctx = min(n_ctx, shape.context_length)
     kv = shape.kv_cache_bytes(n_ctx) if shape is not None else None
     need = choice.size + (kv or 0)
-    return MemoryEstimate(choice.size, kv, n_ctx, memory, judge(need, memory))
+    fit = Fit.GPU if gpu > 0 and need <= gpu else judge(need - gpu, memory)
+    return MemoryEstimate(choice.size, kv, n_ctx, memory, fit)
 
 
 def recommend(choices: list[ModelChoice], estimates: list[MemoryEstimate]) -> int | None:
@@ -235,7 +180,10 @@ def recommend(choices: list[ModelChoice], estimates: list[MemoryEstimate]) -> in
     while a quantized one fits (twice the memory for little gain); failing that, the
     smallest that is tight.
     """
-    fitting = [i for i, e in enumerate(estimates) if e.fit is Fit.FITS]
+    # What fits the GPU first (many times faster), then what fits in memory.
+    fitting = [i for i, e in enumerate(estimates) if e.fit is Fit.GPU] or [
+        i for i, e in enumerate(estimates) if e.fit is Fit.FITS
+    ]
     quantized = [i for i in fitting if choices[i].quantization not in _FLOAT_TYPES]
     pool = quantized or fitting
     if pool:
@@ -268,6 +216,7 @@ def assess(
     headers: dict[str, str],
     n_ctx: int,
     memory: int,
+    gpu: int = 0,
 ) -> Assessment:
     """Judge every choice, from the header of the smallest one (waits on the network).
 
@@ -281,6 +230,7 @@ def assess(
         headers: sent with the range requests (the token, if any).
         n_ctx: the context length the model would run with.
         memory: this machine's RAM in bytes.
+        gpu: bytes a GPU could give a model (0: no GPU).
     """
     shape: ModelShape | None = None
     problem: DownloadError | None = None
@@ -290,5 +240,5 @@ def assess(
             shape = model_shape(remote_header(client, url_of(first.path), first.name, headers))
         except DownloadError as exc:
             problem = exc
-    estimates = [estimate(choice, shape, n_ctx, memory) for choice in choices]
+    estimates = [estimate(choice, shape, n_ctx, memory, gpu) for choice in choices]
     return Assessment(estimates, recommend(choices, estimates), shape, problem)

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
 from app import defaults
+from app.engine.devices import ComputeDevice
+from app.engine.fit import Why
 from app.engine.prompt_cache import CacheStats
 from app.engine.stop import StopSignal
 from app.roles import Role
-from app.sentence import Sentence
+from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
 
 FinishReason = Literal["done", "length", "stopped", "error"]
 
@@ -41,6 +43,10 @@ class EngineOptions:
         prefill_chunk_seconds: how long one chunk of prompt processing should take (chunks
             are sized from the measured rate), so that progress is reported at least that
             often; 0 processes ``n_batch`` tokens per call, as llama-cpp-python does.
+        compute: where models run: ``auto``, ``cpu`` or a GPU's name (see
+            :mod:`app.engine.placement`).
+        gpu_layers: layers offloaded to the GPU (None: as many as fit).
+        gpu_memory_mb: the most GPU memory a model may take (0: what is free, less a margin).
         reuse_reply_tokens: keep a reply's tokens in the KV cache for the next prompt, so a
             follow-up does not process the reply again (about 1 s per 200 reply tokens with
             the default model on a CPU, tens of seconds with a 7B one), as llama.cpp's
@@ -59,6 +65,9 @@ class EngineOptions:
     cache_disk_mb: int = defaults.CACHE_DISK_MB
     cache_dir: Path | None = None
     prefill_chunk_seconds: float = 0.4
+    compute: str = defaults.COMPUTE
+    gpu_layers: int | None = defaults.GPU_LAYERS
+    gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     reuse_reply_tokens: bool = True
 
 
@@ -90,6 +99,137 @@ class GenerationSettings:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where the open model runs.
+
+    Attributes:
+        device: ggml's name of the GPU ("Vulkan0"; ``""``: the CPU alone).
+        description: the GPU's product name.
+        layers: layers on the GPU (0 on the CPU).
+        all_layers: the model's layers, its output layer counted.
+        why: why that many (None: the CPU by choice or for want of a GPU).
+        need: bytes the plan expected on the GPU (weights, KV cache, compute buffer).
+        used: bytes the GPU reported in use by the model after the load (None: the device
+            did not say, or the model is on the CPU).
+        budget: bytes the GPU could give when the plan was made.
+        n_ctx_asked: the context asked for, when a smaller one was opened to fit the GPU.
+        note: what the user should know: a failed GPU load that fell back, a driver that
+            crashed while the devices were listed, a GPU setting that named a missing GPU.
+        devices: the GPUs seen when the model was loaded (what Settings offers).
+        asked: the "Run models on" setting it was loaded with (``auto``, ``cpu``, a name).
+        fell_back: a GPU load failed and this is what was loaded instead.
+    """
+
+    device: str = ""
+    description: str = ""
+    layers: int = 0
+    all_layers: int = 0
+    why: Why | None = None
+    need: int = 0
+    used: int | None = None
+    budget: int = 0
+    n_ctx_asked: int | None = None
+    note: Sentence | None = None
+    devices: tuple[ComputeDevice, ...] = ()
+    asked: str = "auto"
+    fell_back: bool = False
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether any layer runs on a GPU."""
+        return bool(self.device) and self.layers > 0
+
+    def summary(self) -> Sentence:
+        """Where it runs, short, for the header: "GPU · 31 of 31 layers · 180 MB" or "CPU"."""
+        if not self.on_gpu:
+            if self.why is Why.NONE_FIT:
+                return Sentence(QT_TRANSLATE_NOOP("Floodgate", "CPU (too little GPU memory free)"))
+            return Sentence(QT_TRANSLATE_NOOP("Floodgate", "CPU"))
+        fields = {
+            "layers": self.layers,
+            "all": self.all_layers,
+            "cpu": self.all_layers - self.layers,
+            "size": size_text(self.on_device),
+        }
+        if self.layers < self.all_layers and self.why is not Why.SET:
+            return Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "GPU · {layers} of {all} layers ({cpu} on the CPU: too little GPU memory) "
+                    "· {size}",
+                ),
+                fields,
+            )
+        return Sentence(
+            QT_TRANSLATE_NOOP("Floodgate", "GPU · {layers} of {all} layers · {size}"), fields
+        )
+
+    @property
+    def on_device(self) -> int:
+        """Bytes the model takes on the GPU: as the device reported, else as estimated."""
+        return self.used if self.used is not None else self.need
+
+    def details(self) -> Sentence:
+        """Where it runs and why, for Settings, the diagnostics panel and the header's tooltip."""
+        if not self.on_gpu:
+            return self._cpu_details()
+        fields: dict[str, object] = {
+            "gpu": self.description or self.device,
+            "layers": self.layers,
+            "all": self.all_layers,
+            "need": size_text(self.need),
+            "used": size_text(self.used or 0),
+            "cpu": self.all_layers - self.layers,
+            "budget": size_text(self.budget),
+            "asked": f"{self.n_ctx_asked or 0:,}",
+        }
+        if self.why is Why.PARTIAL:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "On {gpu}: {layers} of {all} layers; {cpu} stay on the CPU, since the GPU has "
+                "{budget} free for this model (it would need more for all of them).",
+            )
+        elif self.why is Why.CONTEXT:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "On {gpu}: every layer, with the context reduced from {asked} tokens so that "
+                "it fits the {budget} the GPU has free.",
+            )
+        elif self.why is Why.SET:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate", "On {gpu}: {layers} of {all} layers, as set in Settings."
+            )
+        else:
+            template = QT_TRANSLATE_NOOP("Floodgate", "On {gpu}: {layers} of {all} layers.")
+        if self.used is not None and self.need:
+            measured = QT_TRANSLATE_NOOP(
+                "Floodgate", "{where} {used} in use on the GPU ({need} estimated)."
+            )
+            return Sentence(measured, {**fields, "where": Sentence(template, fields)})
+        if self.need:
+            estimated = QT_TRANSLATE_NOOP("Floodgate", "{where} About {need} on the GPU.")
+            return Sentence(estimated, {**fields, "where": Sentence(template, fields)})
+        return Sentence(template, fields)
+
+    def _cpu_details(self) -> Sentence:
+        if self.fell_back:
+            return Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "On the CPU: loading it on the GPU failed.")
+            )
+        if self.why is Why.NONE_FIT:
+            return Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "On the CPU: not one layer fits the {budget} the GPU has free for it.",
+                ),
+                {"budget": size_text(self.budget)},
+            )
+        if self.asked == "cpu" or self.why is Why.SET:
+            return Sentence(QT_TRANSLATE_NOOP("Floodgate", "On the CPU, as set."))
+        return Sentence(QT_TRANSLATE_NOOP("Floodgate", "On the CPU (no GPU was found)."))
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What the window shows about the open model."""
 
@@ -100,6 +240,8 @@ class ModelInfo:
     chat_format: str
     build: str = ""
     """What the engine runs on: llama.cpp's system info (its instruction sets), if local."""
+    placement: Placement | None = None
+    """Where the model runs (None: not a local llama.cpp model)."""
 
 
 @dataclass

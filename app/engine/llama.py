@@ -27,6 +27,7 @@ from app.engine.backend import (
     GenerationReport,
     GenerationSettings,
     ModelInfo,
+    Placement,
 )
 from app.engine.chat_template import ChatTemplate, TemplateError
 from app.engine.errors import ModelLoadError
@@ -41,6 +42,7 @@ from app.engine.generation import (
 )
 from app.engine.model_card import CHAT_TEMPLATE_KEY, read_chat_template
 from app.engine.model_file import check_model_file
+from app.engine.placement import PlacementPlan, fell_back, free_now, measured_use, plan_placement
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
 from app.engine.sequence import KvSequence, common_prefix
 from app.engine.stop import StopSignal
@@ -192,8 +194,10 @@ class LlamaBackend:
         path: Path,
         options: EngineOptions | None = None,
         cache: PromptCache | None = None,
+        placement: Placement | None = None,
     ) -> None:
         options = options or EngineOptions()
+        placement = placement or Placement()
         self.calling_threads = {threading.get_ident()}
         """The threads that have called llama.cpp through this model: one, the worker's."""
         self._llm = llm
@@ -205,7 +209,13 @@ class LlamaBackend:
         llama_cpp.llama_set_abort_callback(ctx, self._abort.callback, self._abort.data)
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._n_ctx = llm.n_ctx()
-        self._sequence = KvSequence(ctx, int(llama_cpp.llama_n_batch(ctx)))
+        # On a GPU the abort callback is seen only where the CPU computes (the token
+        # embeddings, once per micro-batch) and llama_decode may return before the device
+        # is done: prompts go in chunks of bounded device time, and each is waited for.
+        self._on_gpu = placement.on_gpu
+        self._sequence = KvSequence(
+            ctx, int(llama_cpp.llama_n_batch(ctx)), synchronize=self._on_gpu
+        )
         self._sampler = SamplerChain(self._vocab)
         self._pieces = TokenPieces(self._vocab)
         self._prompt = _Prompt(llm, path)
@@ -219,6 +229,7 @@ class LlamaBackend:
             has_chat_template=self._prompt.has_template,
             chat_format=self._prompt.chat_format,
             build=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+            placement=placement,
         )
 
     @property
@@ -279,6 +290,10 @@ class LlamaBackend:
                 QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
             )
         finally:
+            if self._on_gpu:
+                # Work the device still runs (queued before Stop was seen) is computation:
+                # the stop latency is measured to its end.
+                llama_cpp.llama_synchronize(self._ctx)
             report.compute_ended_at = time.perf_counter()
             remove_listener()
             flag.lower()
@@ -317,7 +332,10 @@ class LlamaBackend:
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
-        code = sequence.prefill(prompt, report, self._options.prefill_chunk_seconds)
+        chunk_seconds = self._options.prefill_chunk_seconds
+        if self._on_gpu:
+            chunk_seconds = min(chunk_seconds, GPU_CHUNK_SECONDS) if chunk_seconds else 0
+        code = sequence.prefill(prompt, report, chunk_seconds)
         if code == 0:
             report.prefill_ended_at = time.perf_counter()
         else:
@@ -510,6 +528,10 @@ class LlamaBackend:
         self._llm.close()
 
 
+GPU_CHUNK_SECONDS = 0.02
+"""A prompt chunk's device time on a GPU: Stop waits for at most the chunk in flight, so the
+issue's 25 ms p95 holds with the synchronisation and the sampler's share on top."""
+
 _KEEP_DISCARDED = 64
 """Tokens of this conversation that must be about to go before their state is kept first."""
 
@@ -524,28 +546,15 @@ class _ContextOverflowError(Exception):
 
 
 def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
-    """Open a GGUF file; raise :class:`ModelLoadError` with a sentence for the user."""
+    """Open a GGUF file; raise :class:`ModelLoadError` with a sentence for the user.
+
+    Where it runs is planned first (:func:`~app.engine.placement.plan_placement`); a GPU
+    load that fails (for want of memory, mostly) is tried again with half the layers, then
+    on the CPU, and the placement says so.
+    """
     check_model_file(path)
-    cores = physical_cores()
-    try:
-        llm = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=options.n_ctx,
-            n_threads=options.n_threads or cores,
-            n_threads_batch=options.n_threads_batch or cores,
-            n_batch=options.n_batch,
-            verbose=False,
-        )
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise ModelLoadError(
-            QT_TRANSLATE_NOOP(
-                "Floodgate",
-                "{name} could not be loaded: the file may be truncated, damaged, or made for "
-                "a newer llama.cpp. ({reason})",
-            ),
-            name=path.name,
-            reason=exc,
-        ) from exc
+    plan = plan_placement(path, options)
+    llm, placement = _load(path, options, plan)
     cache: PromptCache | None = None
     if options.cache_ram_mb > 0 or options.cache_dir is not None:
         try:
@@ -560,4 +569,73 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
                 disk_budget=options.cache_disk_mb * _MIB,
                 disk_min_seconds=_DISK_WORTHY_SECONDS,
             )
-    return LlamaBackend(llm, path, options, cache)
+    return LlamaBackend(llm, path, options, cache, placement)
+
+
+def _load(
+    path: Path, options: EngineOptions, plan: PlacementPlan
+) -> tuple[llama_cpp.Llama, Placement]:
+    """Load ``path`` by the plan's attempts, most offloaded first; the CPU's failure raises."""
+    cores = physical_cores()
+    device = plan.device
+    failed: tuple[int, str] | None = None
+    for layers, n_ctx in plan.attempts:
+        free_before = free_now(device) if layers else None
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=options.n_threads or cores,
+                n_threads_batch=options.n_threads_batch or cores,
+                n_batch=options.n_batch,
+                n_ubatch=n_ubatch(options),
+                n_gpu_layers=layers,
+                # One device, or none: "CPU only" must mean that (with main_gpu -1 llama.cpp
+                # gives the model no GPU at all, so no operation is sent to one either).
+                split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE,
+                main_gpu=device.index if layers and device is not None else -1,
+                op_offload=bool(layers),
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            if layers == 0:
+                raise ModelLoadError(
+                    QT_TRANSLATE_NOOP(
+                        "Floodgate",
+                        "{name} could not be loaded: the file may be truncated, damaged, or "
+                        "made for a newer llama.cpp. ({reason})",
+                    ),
+                    name=path.name,
+                    reason=exc,
+                ) from exc
+            log.warning("Loading %s with %d GPU layers failed: %s", path.name, layers, exc)
+            failed = failed or (layers, str(exc))
+            continue
+        # The plan's figures describe its first attempt only.
+        offload = plan.offload if failed is None else None
+        gpu = device if device is not None and layers > 0 else None
+        placement = Placement(
+            device=gpu.name if gpu is not None else "",
+            description=gpu.description if gpu is not None else "",
+            layers=layers if gpu is not None else 0,
+            all_layers=int(llama_cpp.llama_model_n_layer(llm.model)) + 1,
+            why=offload.why if offload is not None else None,
+            need=offload.need if offload is not None else 0,
+            used=measured_use(gpu.name, free_before) if gpu is not None else None,
+            budget=plan.offload.budget if plan.offload is not None else 0,
+            n_ctx_asked=options.n_ctx if n_ctx != options.n_ctx else None,
+            note=plan.note if failed is None else fell_back(failed[0], layers, failed[1]),
+            devices=plan.seen,
+            asked=options.compute,
+            fell_back=failed is not None,
+        )
+        return llm, placement
+    raise AssertionError("the plan's last attempt is the CPU's, which raises when it fails")
+
+
+def n_ubatch(options: EngineOptions) -> int:
+    """The micro-batch a context is made with: llama-cpp-python's 512, within the batch."""
+    return min(options.n_batch, _N_UBATCH)
+
+
+_N_UBATCH = 512

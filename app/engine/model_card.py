@@ -67,12 +67,25 @@ class GGUFHeader:
             characters; long arrays are :class:`SkippedArray`.
         tensor_count: how many tensors the file declares.
         parameters: the number of weights (sum of the tensors' element counts), when read.
+        tensors: each tensor's name and where its data starts in the file, when read.
     """
 
     version: int
     metadata: dict[str, object] = field(default_factory=dict)
     tensor_count: int = 0
     parameters: int | None = None
+    tensors: tuple[tuple[str, int], ...] = ()
+
+    def tensor_bytes(self, file_size: int) -> dict[str, int]:
+        """Each tensor's bytes in a file of ``file_size`` bytes, by name.
+
+        From where each one's data starts to where the next one's does (the last: to the
+        end of the file), so no table of quantization block sizes is needed; the padding
+        between tensors (at most the alignment) is counted with the one before it.
+        """
+        ordered = sorted(self.tensors, key=lambda item: item[1])
+        ends = [start for _, start in ordered[1:]] + [file_size]
+        return {name: max(0, end - start) for (name, start), end in zip(ordered, ends, strict=True)}
 
 
 class _DamagedHeaderError(Exception):
@@ -113,6 +126,11 @@ class _Cursor:
     def count(self) -> int:
         start = self.take(self.count_size)
         value: int = struct.unpack_from(self.count_format, self.data, start)[0]
+        return value
+
+    def u64(self) -> int:
+        start = self.take(8)
+        value: int = struct.unpack_from(self.order + "Q", self.data, start)[0]
         return value
 
     def u32(self) -> int:
@@ -179,17 +197,25 @@ def _parse(data: bytes | mmap.mmap, with_tensors: bool) -> GGUFHeader:
     if not with_tensors:
         return GGUFHeader(version, metadata, tensor_count)
     parameters = 0
+    offsets: list[tuple[str, int]] = []
     for _ in range(tensor_count):
-        cursor.skip_string()
+        name = cursor.string()
         dimensions = cursor.u32()
         if dimensions > _MAX_DIMENSIONS:
             raise _DamagedHeaderError(f"a tensor has {dimensions} dimensions")
         elements = 1
         for _ in range(dimensions):
             elements *= cursor.count()
-        cursor.take(4 + 8)  # type, offset
+        cursor.take(4)  # type
+        offsets.append((name, cursor.u64()))
         parameters += elements
-    return GGUFHeader(version, metadata, tensor_count, parameters)
+    # The tensors' data starts at the next multiple of the alignment after the header.
+    alignment = metadata.get("general.alignment", 32)
+    if not isinstance(alignment, int) or alignment <= 0:
+        alignment = 32
+    start = -(-cursor.pos // alignment) * alignment
+    tensors = tuple((name, start + offset) for name, offset in offsets)
+    return GGUFHeader(version, metadata, tensor_count, parameters, tensors)
 
 
 def parse_gguf_header(data: bytes, name: str, *, with_tensors: bool = False) -> GGUFHeader:

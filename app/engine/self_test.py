@@ -73,8 +73,14 @@ def run(model: Path) -> int:
     if report.error is not None:
         _say(f"error {report.error}")
         return 1
+    placement = backend.info.placement
+    where = (
+        f"{placement.device}:{placement.layers}/{placement.all_layers}"
+        if placement is not None and placement.on_gpu
+        else "cpu"
+    )
     _say(
-        f"ok loaded={loaded:.2f}s prompt_tokens={report.prompt_tokens} "
+        f"ok on={where} loaded={loaded:.2f}s prompt_tokens={report.prompt_tokens} "
         f"prompt_seconds={(first_at or ended) - started:.2f} pieces={pieces} "
         f"decode_seconds={ended - (first_at or ended):.2f}"
     )

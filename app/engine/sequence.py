@@ -9,6 +9,7 @@ after an abort or a failure it asks llama.cpp where the sequence ends
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,46 @@ MIN_CHUNK = 8
 
 FIRST_CHUNK = 16
 """The first chunk's size while the prompt processing rate is not yet known."""
+
+
+class ChunkSizer:
+    """Sizes prompt chunks so that each takes about ``seconds``, from what the last one took.
+
+    Each chunk is sized from the one before: as many tokens as would take the budget at its
+    rate, never more than twice as many (a chunk cheaper per token when larger, as on a GPU,
+    is found by growing; one noisy chunk makes no wild jump). On a CPU a chunk's time
+    follows its tokens. On a GPU a call has a fixed part (launches, reading the weights once):
+    a few tokens cost about what one does, and on lavapipe small micro-batches take a slower
+    path (8 tokens: about 4 s; 512: about 9 s). So the budget is at least twice the quickest
+    call seen: Stop then waits at most that, and the prompt goes at half the rate of larger
+    chunks or better.
+
+    Args:
+        seconds: the time a chunk should take.
+        n_batch: the largest chunk.
+        rate: the last prompt rate measured (tokens/s; 0: unknown), for the first chunk.
+    """
+
+    def __init__(self, seconds: float, n_batch: int, rate: float = 0.0) -> None:
+        self.seconds = seconds
+        self.n_batch = n_batch
+        self.fastest = math.inf
+        """The quickest call seen: at least the fixed part of a call."""
+        first = int(rate * seconds) if rate else FIRST_CHUNK
+        self.size = max(MIN_CHUNK, min(n_batch, first))
+
+    @property
+    def budget(self) -> float:
+        """The time a chunk may take: the target, or twice the quickest call if more."""
+        return max(self.seconds, 2 * self.fastest) if self.fastest < math.inf else self.seconds
+
+    def record(self, tokens: int, elapsed: float) -> None:
+        """A chunk of ``tokens`` took ``elapsed`` seconds: size the next one."""
+        if elapsed <= 0:
+            return
+        self.fastest = min(self.fastest, elapsed)
+        wanted = min(tokens * self.budget / elapsed, 2 * max(tokens, MIN_CHUNK))
+        self.size = max(MIN_CHUNK, min(self.n_batch, int(wanted)))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -58,8 +99,11 @@ class KvSequence:
             exactly, what processing them afresh gives).
     """
 
-    def __init__(self, ctx: Any, n_batch: int) -> None:
+    def __init__(self, ctx: Any, n_batch: int, *, synchronize: bool = False) -> None:
         self._ctx = ctx
+        # Wait for the device after each chunk (a GPU's llama_decode returns before it is
+        # done): each chunk's time is then its device time, which sizes the next.
+        self._synchronize = synchronize
         self._memory = llama_cpp.llama_get_memory(ctx)
         self._n_batch = n_batch
         self.tokens: list[int] = []
@@ -188,18 +232,16 @@ class KvSequence:
             (2: aborted by Stop). Whatever finished before that stays held, exactly.
         """
         decode = llama_cpp.llama_decode
+        synchronize = llama_cpp.llama_synchronize
         get_one = llama_cpp.llama_batch_get_one
         token_array = llama_cpp.llama_token
         perf = time.perf_counter
         n_batch = self._n_batch
         total = len(prompt)
         done = len(self.tokens)
-        if chunk_seconds > 0:
-            chunk = min(n_batch, int(self.rate * chunk_seconds) if self.rate else FIRST_CHUNK)
-        else:
-            chunk = n_batch
+        sizer = ChunkSizer(chunk_seconds, n_batch, self.rate) if chunk_seconds > 0 else None
         while done < total:
-            n = _chunk_length(chunk, total - done, n_batch)
+            n = _chunk_length(sizer.size if sizer is not None else n_batch, total - done, n_batch)
             part = prompt[done : done + n]
             # The batch points into this array: it must live until llama_decode returns.
             ids = (token_array * n)(*part)
@@ -207,8 +249,12 @@ class KvSequence:
             if TRACE.recording:
                 with TRACE.span("prefill chunk", cat="engine", tokens=n, at=done):
                     code = decode(self._ctx, get_one(ids, n))
+                    if self._synchronize:
+                        synchronize(self._ctx)
             else:
                 code = decode(self._ctx, get_one(ids, n))
+                if self._synchronize:
+                    synchronize(self._ctx)
             elapsed = perf() - started
             if code != 0:
                 if TRACE.recording:
@@ -227,8 +273,8 @@ class KvSequence:
                 # prompt grows (attention over more positions).
                 measured = n / elapsed
                 self.rate = measured if not self.rate else 0.5 * (self.rate + measured)
-                if chunk_seconds > 0:
-                    chunk = max(MIN_CHUNK, min(n_batch, int(self.rate * chunk_seconds)))
+            if sizer is not None:
+                sizer.record(n, elapsed)
         return 0
 
     def _resync(self, prompt: Sequence[int], done: int, n: int, elapsed: float) -> None:

@@ -118,6 +118,7 @@ class DownloadRow:
 
 
 _FIT_WORDS = {
+    Fit.GPU: QT_TRANSLATE_NOOP("Floodgate", "fits the GPU"),
     Fit.FITS: QT_TRANSLATE_NOOP("Floodgate", "fits"),
     Fit.TIGHT: QT_TRANSLATE_NOOP("Floodgate", "tight"),
     Fit.TOO_LARGE: QT_TRANSLATE_NOOP("Floodgate", "too large"),
@@ -210,6 +211,8 @@ class HubDownloads(QObject):
         super().__init__(parent)
         self.folder = folder
         self.n_ctx = n_ctx
+        self.gpu_budget = 0
+        """Bytes the GPU in use could give a model (0: none); set as models load."""
         self.rows: dict[int, DownloadRow] = {}
         self._hub: Hub | None = None
         self._search: ModelSearch | None = None
@@ -276,6 +279,7 @@ class HubDownloads(QObject):
                 hub.headers(),
                 self.n_ctx,
                 machine_memory(),
+                self.gpu_budget,
             )
 
     def download(self, label: str) -> DownloadRow | None:

@@ -249,6 +249,10 @@ class ModelHost(QObject):
                     format=info.chat_format,
                 )
             )
+        placement = info.placement
+        if placement is not None and placement.note is not None:
+            # A GPU load that fell back, a driver that failed, a GPU no longer there.
+            self.notice.emit(say_sentence(placement.note))
         if self.replying:
             self.set_state(ModelState.GENERATING, self.answering_text())
         else:

@@ -7,8 +7,10 @@ share field names (and their defaults, :mod:`app.defaults`); conversions go by t
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 from app.engine import EngineOptions, GenerationSettings
 from app.store.settings import SAMPLING, Settings, with_overrides
@@ -56,3 +58,27 @@ def with_conversation(sampling: GenerationSettings, own: dict[str, object]) -> G
     """The app's sampling with a conversation's own values over it."""
     chosen = with_overrides(as_settings(sampling), own)
     return replace(sampling, **{name: getattr(chosen, name) for name in SAMPLING})
+
+
+def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--compute`` and ``--gpu-layers``: the window's and ``floodgate serve``'s alike."""
+    parser.add_argument(
+        "--compute",
+        default=None,
+        metavar="WHERE",
+        help="where models run: auto (a GPU if there is one), cpu, or a GPU's name as "
+        "Settings lists it (Vulkan0, CUDA1); default: as in Settings",
+    )
+    parser.add_argument(
+        "--gpu-layers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="layers offloaded to the GPU (default: as many as its free memory holds)",
+    )
+
+
+def compute_from_command_line(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--compute`` and ``--gpu-layers`` say, by the settings' (and options') names."""
+    given = {"compute": args.compute, "gpu_layers": args.gpu_layers}
+    return {name: value for name, value in given.items() if value is not None}

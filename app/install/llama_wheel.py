@@ -18,9 +18,19 @@ a wheel built for one machine's flags is picked up on another, and a change of f
 rebuild. Floodgate keeps its own folder of wheels, one per digest of (llama-cpp-python version,
 flags, Python, platform), and pip builds without its cache.
 
+The GPU: ``--gpu vulkan|cuda|metal|none`` (``auto``, the default at the first setup, builds
+for the GPU :mod:`app.install.gpu_probe` finds). Vulkan and CUDA are built with llama.cpp's
+``GGML_BACKEND_DL``: the CPU backend and the GPU backend are modules of their own, so the app
+starts the GPU's driver only after a child process listed the devices without crashing, and
+"CPU only" never starts it (ARCHITECTURE.md, "The GPU"). Where a GPU build fails, setup keeps
+the CPU build and says why, and which command tries again. The sources are patched only where
+a patch is needed (the Vulkan headers of Debian 12 lack ``VK_EXT_layer_settings``: see
+``patches/``), and the patches are part of the wheel's digest.
+
 Run by the Makefile with the venv's Python, from the project folder::
 
-    python -m app.install.llama_wheel [--cpu portable|cpu|baseline] [--dry-run]
+    python -m app.install.llama_wheel [--cpu portable|cpu|baseline] [--gpu auto|vulkan|cuda|
+        metal|none] [--unpack FOLDER] [--dry-run]
 
 Standard library only: this runs before Floodgate's dependencies are installed.
 """
@@ -36,10 +46,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.install import gpu_probe
 
 VERSION = "0.3.36"
 """The llama-cpp-python release Floodgate is built and measured on (pyproject.toml pins it)."""
@@ -54,6 +68,17 @@ DEFAULT_PROFILE = "portable"
 
 _PORTABLE = frozenset({"GGML_SSE42", "GGML_AVX", "GGML_F16C", "GGML_FMA", "GGML_BMI2", "GGML_AVX2"})
 """The sets of x86-64's AVX2 generation (x86-64-v3)."""
+
+GPUS = ("none", "vulkan", "cuda", "metal")
+"""The GPU backends a build can have (``none``: the CPU alone)."""
+
+AUTO = "auto"
+"""Build for the GPU this machine has (:func:`app.install.gpu_probe.detect`)."""
+
+_MODULAR = ("vulkan", "cuda")
+"""GPUs built as backend modules (``GGML_BACKEND_DL``): the driver starts only when asked."""
+
+PATCHES = Path(__file__).resolve().parent / "patches"
 
 SAFE_REBUILD = "make llama LLAMA_CPU=baseline"
 """The one command that rebuilds llama.cpp with the flags that run on any machine."""
@@ -95,11 +120,14 @@ class Build:
     profile: str
     cmake_args: tuple[str, ...]
     digest: str
+    gpu: str = "none"
+    patches: tuple[Path, ...] = ()
 
     @property
     def folder_name(self) -> str:
         """The name of this build's folder in the wheel cache."""
-        return f"llama-cpp-python-{VERSION}-{self.digest[:16]}"
+        kind = "" if self.gpu == "none" else f"{self.gpu}-"
+        return f"llama-cpp-python-{VERSION}-{kind}{self.digest[:16]}"
 
 
 def cpu_features() -> frozenset[str]:
@@ -127,12 +155,18 @@ def cpu_features() -> frozenset[str]:
     return frozenset()
 
 
-def cmake_args(profile: str, machine: str, features: frozenset[str]) -> tuple[str, ...]:
+def cmake_args(
+    profile: str, machine: str, features: frozenset[str], gpu: str = "none", cuda_arch: str = ""
+) -> tuple[str, ...]:
     """The CMake arguments for ``profile`` on a CPU of ``machine`` with ``features``.
 
     Every instruction set is named, on or off, so nothing depends on ggml's defaults or on
-    the machine that builds; ``GGML_NATIVE`` is always off and AMX always off.
+    the machine that builds; ``GGML_NATIVE`` is always off and AMX always off. ``gpu`` adds
+    its backend; ``cuda_arch`` names the CUDA architecture to compile for ("90": the GPU
+    found; empty: llama.cpp's list of them all, far slower to build).
     """
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
     if profile not in PROFILES:
         raise ValueError(f"unknown CPU profile {profile!r}; choose one of {', '.join(PROFILES)}")
     # LLAVA is llama-cpp-python's multimodal library, which Floodgate does not use.
@@ -150,7 +184,42 @@ def cmake_args(profile: str, machine: str, features: frozenset[str]) -> tuple[st
         args.extend(f"-D{option}=OFF" for option in _NEVER)
     # Other architectures (arm64 and the rest): GGML_NATIVE=OFF builds for the architecture's
     # baseline (NEON on arm64), which every CPU of it runs; Apple's builds add Metal on their own.
+    if gpu in _MODULAR:
+        args += [f"-DGGML_{gpu.upper()}=ON", "-DGGML_BACKEND_DL=ON"]
+    if gpu == "cuda" and cuda_arch:
+        args.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}")
+    if gpu == "metal":
+        args.append("-DGGML_METAL=ON")
     return tuple(args)
+
+
+def vulkan_header() -> Path | None:
+    """The Vulkan C header the build will compile against, if there is one."""
+    roots = [Path(os.environ["VULKAN_SDK"]) / "include"] if os.environ.get("VULKAN_SDK") else []
+    roots += [Path("/usr/include"), Path("/usr/local/include")]
+    for root in roots:
+        header = root / "vulkan" / "vulkan_core.h"
+        if header.exists():
+            return header
+    return None
+
+
+def patches_for(gpu: str) -> tuple[Path, ...]:
+    """The patches this machine's build of ``gpu`` needs (each one only where needed).
+
+    ``vulkan-layer-settings.patch``: llama.cpp's Vulkan backend configures the validation
+    layer with ``VK_EXT_layer_settings``, which Vulkan headers before 1.3.2xx (Debian 12 has
+    1.3.239) do not declare; the patch leaves that configuration out where the header lacks
+    it. Newer headers build the sources as they are.
+    """
+    if gpu != "vulkan":
+        return ()
+    header = vulkan_header()
+    if header is None:
+        return ()
+    if "VK_EXT_layer_settings" in header.read_text(encoding="utf-8", errors="replace"):
+        return ()
+    return (PATCHES / "vulkan-layer-settings.patch",)
 
 
 def python_tag() -> str:
@@ -160,15 +229,27 @@ def python_tag() -> str:
     )
 
 
-def plan(profile: str, machine: str | None = None, features: frozenset[str] | None = None) -> Build:
-    """The build of ``profile`` for this machine (or for ``machine`` with ``features``)."""
+def plan(
+    profile: str,
+    machine: str | None = None,
+    features: frozenset[str] | None = None,
+    gpu: str = "none",
+) -> Build:
+    """The build of ``profile`` and ``gpu`` for this machine (or ``machine`` with ``features``)."""
+    cuda_arch = (gpu_probe.nvidia_compute_capability() or "") if gpu == "cuda" else ""
     args = cmake_args(
         profile,
         platform.machine() if machine is None else machine,
         cpu_features() if features is None else features,
+        gpu,
+        cuda_arch,
     )
-    key = json.dumps({"version": VERSION, "cmake_args": args, "python": python_tag()})
-    return Build(profile, args, hashlib.sha256(key.encode()).hexdigest())
+    patches = patches_for(gpu)
+    what: dict[str, object] = {"version": VERSION, "cmake_args": args, "python": python_tag()}
+    if patches:  # a CPU build's digest stays what it always was
+        what["patches"] = [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches]
+    key = json.dumps(what)
+    return Build(profile, args, hashlib.sha256(key.encode()).hexdigest(), gpu, patches)
 
 
 def cache_root() -> Path:
@@ -192,16 +273,18 @@ def cached_wheel(build: Build, root: Path) -> Path | None:
 
 
 def build_wheel(build: Build, root: Path) -> Path:
-    """Build ``build``'s wheel from the sdist (about 12 minutes on 2 cores) into the cache."""
+    """Build ``build``'s wheel from the sdist (4-15 minutes on 2 cores) into the cache."""
     root.mkdir(parents=True, exist_ok=True)
     print(
-        f"Building llama-cpp-python {VERSION} ({build.profile}: {' '.join(build.cmake_args)}).\n"
-        "This takes about 12 minutes on 2 cores, once per set of flags.",
+        f"Building llama-cpp-python {VERSION} ({build.profile}, GPU {build.gpu}: "
+        f"{' '.join(build.cmake_args)}).\n"
+        "This takes 4 to 15 minutes on 2 cores (more with a GPU backend), once per set of flags.",
         flush=True,
     )
     env = dict(os.environ, CMAKE_ARGS=" ".join(build.cmake_args), FORCE_CMAKE="1")
     with tempfile.TemporaryDirectory(dir=root, prefix=".building-") as tmp:
         staging = Path(tmp) / build.folder_name
+        source = _patched_source(build, Path(tmp)) if build.patches else None
         subprocess.run(
             [
                 sys.executable,
@@ -214,14 +297,20 @@ def build_wheel(build: Build, root: Path) -> Path:
                 "llama-cpp-python",
                 "--wheel-dir",
                 str(staging),
-                f"llama-cpp-python=={VERSION}",
+                str(source) if source is not None else f"llama-cpp-python=={VERSION}",
             ],
             check=True,
             env=env,
         )
         (staging / "build.json").write_text(
             json.dumps(
-                {"profile": build.profile, "cmake_args": build.cmake_args, "python": python_tag()},
+                {
+                    "profile": build.profile,
+                    "gpu": build.gpu,
+                    "cmake_args": build.cmake_args,
+                    "patches": [p.name for p in build.patches],
+                    "python": python_tag(),
+                },
                 indent=1,
             ),
             encoding="utf-8",
@@ -236,6 +325,52 @@ def build_wheel(build: Build, root: Path) -> Path:
     return wheel
 
 
+def _patched_source(build: Build, work: Path) -> Path:
+    """The sdist, unpacked into ``work`` with ``build``'s patches applied; its folder."""
+    download = work / "sdist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--dest",
+            str(download),
+            f"llama-cpp-python=={VERSION}",
+        ],
+        check=True,
+    )
+    archive = next(download.glob("llama_cpp_python-*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "source", filter="data")
+    source = next((work / "source").iterdir())
+    for patch in build.patches:
+        # git applies a unified diff outside a repository too; it is there: this is a clone.
+        subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=source, check=True)
+    return source
+
+
+def unpack(build: Build, root: Path, folder: Path) -> None:
+    """Put ``build``'s wheel (built once, then cached) unpacked into ``folder``.
+
+    For a process that must run another build than the venv's: put ``folder`` first on its
+    ``PYTHONPATH`` (the tests run the Vulkan build on lavapipe so, beside the CPU build).
+    """
+    wheel = cached_wheel(build, root) or build_wheel(build, root)
+    marker = folder / ".wheel"
+    if marker.exists() and marker.read_text(encoding="utf-8") == wheel.name + build.digest:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(folder)
+    for library in (folder / "llama_cpp" / "lib").glob("*"):
+        library.chmod(0o755)  # zip keeps no modes: the loader needs them readable
+    marker.write_text(wheel.name + build.digest, encoding="utf-8")
+
+
 def read_record(venv: Path) -> dict[str, str]:
     """What the venv's record says is installed (empty if nothing was recorded)."""
     try:
@@ -245,42 +380,123 @@ def read_record(venv: Path) -> dict[str, str]:
     return record if isinstance(record, dict) else {}
 
 
-def install(profile: str | None, venv: Path, root: Path, dry_run: bool = False) -> Build:
-    """Make sure the venv has the wheel of ``profile`` (default: the one recorded, or portable).
+def retry_command(gpu: str) -> str:
+    """The command that tries the GPU build again."""
+    return f"make llama LLAMA_GPU={gpu}"
 
-    Builds the wheel only when no wheel of the same digest is cached; installs it only when
-    the venv's record names another digest. The record is rewritten only on a change, so
-    whatever depends on it (the Makefile's self-test) runs again only then.
+
+def build_tools_problem(gpu: str) -> str | None:
+    """What this machine lacks to build ``gpu``'s backend (None: nothing), installing it first.
+
+    As root with apt-get (Debian, Ubuntu), the Vulkan headers, glslc and SPIR-V headers are
+    installed from the system's packages; elsewhere the sentence says what to install.
+    """
+    if gpu == "vulkan":
+        if vulkan_header() is not None and shutil.which("glslc"):
+            return None
+        packages = ["libvulkan-dev", "glslc", "spirv-headers"]
+        if install_system_packages(packages) and vulkan_header() and shutil.which("glslc"):
+            return None
+        return (
+            "building for Vulkan needs its headers and the glslc shader compiler "
+            f"(Debian and Ubuntu: apt-get install {' '.join(packages)})"
+        )
+    if gpu == "cuda" and gpu_probe.nvcc() is None:
+        return "building for CUDA needs CUDA's compiler, nvcc (the CUDA toolkit)"
+    return None
+
+
+def install_system_packages(packages: Sequence[str]) -> bool:
+    """Install Debian packages where this process may (root with apt-get); True if done."""
+    if not shutil.which("apt-get") or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return False
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    command = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
+    if subprocess.run(command, env=env, check=False).returncode == 0:
+        return True
+    subprocess.run(["apt-get", "update", "-qq"], env=env, check=False)
+    return subprocess.run(command, env=env, check=False).returncode == 0
+
+
+def chosen_gpu(asked: str | None, record: dict[str, str]) -> tuple[str, str]:
+    """The GPU to build for, and what was asked (to record): ``auto`` is decided here."""
+    asked = asked or record.get("asked_gpu") or AUTO
+    if asked != AUTO:
+        return asked, asked
+    found = gpu_probe.detect()
+    print(f"GPU for llama.cpp: {found.gpu} ({found.reason}).", flush=True)
+    return found.gpu, AUTO
+
+
+def install(
+    profile: str | None,
+    venv: Path,
+    root: Path,
+    dry_run: bool = False,
+    gpu: str | None = None,
+) -> Build:
+    """Make sure the venv has the wheel of ``profile`` and ``gpu`` (default: as recorded).
+
+    The profile defaults to the one recorded, else portable; the GPU to the one asked before,
+    else ``auto``. Builds the wheel only when no wheel of the same digest is cached; installs
+    it only when the venv's record names another digest. The record is rewritten only on a
+    change, so whatever depends on it (the Makefile's self-test) runs again only then. A GPU
+    build that cannot be made leaves the CPU build, says why, and records the CPU as asked
+    for, so that setup does not try again by itself.
     """
     record = read_record(venv)
     recorded = record.get("profile")
     chosen = profile or (recorded if recorded in PROFILES else DEFAULT_PROFILE)
-    build = plan(chosen)
+    target, asked = chosen_gpu(gpu, record)
+    build = plan(chosen, gpu=target)
     if dry_run:
         return build
-    wheel = cached_wheel(build, root) or build_wheel(build, root)
-    if record.get("digest") == build.digest:
+    wheel = cached_wheel(build, root)
+    if wheel is None and target != "none":
+        problem = build_tools_problem(target)
+        if problem is None:
+            try:
+                wheel = build_wheel(build, root)
+            except (subprocess.CalledProcessError, OSError, StopIteration) as exc:
+                problem = f"the build failed ({exc})"
+        if problem is not None:
+            print(
+                f"No {target} build: {problem}. Floodgate runs on the CPU; "
+                f"`{retry_command(target)}` tries again.",
+                flush=True,
+            )
+            build, asked, wheel = plan(chosen), "none", None
+    wheel = wheel or cached_wheel(build, root) or build_wheel(build, root)
+    if record.get("digest") == build.digest and record.get("asked_gpu") == asked:
         return build
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--force-reinstall",
-            str(wheel),
-        ],
-        check=True,
-    )
+    if record.get("digest") != build.digest:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--force-reinstall",
+                str(wheel),
+            ],
+            check=True,
+        )
+        print(f"Installed {wheel.name} ({build.profile}, GPU {build.gpu}, {build.folder_name}).")
     (venv / RECORD_NAME).write_text(
         json.dumps(
-            {"profile": build.profile, "digest": build.digest, "wheel": str(wheel)}, indent=1
+            {
+                "profile": build.profile,
+                "gpu": build.gpu,
+                "asked_gpu": asked,
+                "digest": build.digest,
+                "wheel": str(wheel),
+            },
+            indent=1,
         ),
         encoding="utf-8",
     )
-    print(f"Installed {wheel.name} ({build.profile}, {build.folder_name}).")
     return build
 
 
@@ -298,14 +514,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         "never AMX) or baseline (any CPU); default: the one installed before, else portable",
     )
     parser.add_argument(
+        "--gpu",
+        choices=(AUTO, *GPUS),
+        default=None,
+        help="the GPU backend: auto (the GPU this machine has), vulkan, cuda, metal or none; "
+        "default: as asked before, else auto",
+    )
+    parser.add_argument(
+        "--unpack",
+        type=Path,
+        metavar="FOLDER",
+        default=None,
+        help="do not install: put the build (--gpu, default vulkan) unpacked into FOLDER, "
+        "for a process that puts it on its PYTHONPATH",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="print the flags and the wheel folder only"
     )
     args = parser.parse_args(argv)
+    if args.unpack is not None:
+        return _unpack(args.cpu or DEFAULT_PROFILE, args.gpu or "vulkan", args.unpack)
     # The venv is the interpreter's own: the Makefile runs this with .venv/bin/python.
     venv = Path(sys.prefix)
-    build = install(args.cpu, venv, cache_root(), args.dry_run)
+    build = install(args.cpu, venv, cache_root(), args.dry_run, args.gpu)
     if args.dry_run:
         print(f"{build.profile}: {' '.join(build.cmake_args)}\n{cache_root() / build.folder_name}")
+    return 0
+
+
+UNAVAILABLE = "UNAVAILABLE"
+"""The file an ``--unpack`` folder holds instead of a build that cannot be made here: why."""
+
+
+def _unpack(profile: str, gpu: str, folder: Path) -> int:
+    """``--unpack``: the build, or a file saying why there is none (never an error)."""
+    build = plan(profile, gpu=gpu)
+    problem = None if cached_wheel(build, cache_root()) else build_tools_problem(gpu)
+    if problem is None:
+        try:
+            unpack(build, cache_root(), folder)
+            (folder / UNAVAILABLE).unlink(missing_ok=True)
+            return 0
+        except (subprocess.CalledProcessError, OSError, StopIteration) as exc:
+            problem = f"the build failed ({exc})"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / UNAVAILABLE).write_text(f"No {gpu} build: {problem}.\n", encoding="utf-8")
+    print(f"No {gpu} build for the tests: {problem}.", flush=True)
     return 0
 
 

@@ -18,7 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.install.llama_wheel import SAFE_REBUILD
+from app.install.llama_wheel import (
+    SAFE_REBUILD,
+    cache_root,
+    install,
+    read_record,
+    retry_command,
+)
 
 TIMEOUT_SECONDS = 300.0
 """Far beyond what a few hundred tokens take on any CPU (about 3 s on 2 slow cores)."""
@@ -139,10 +145,26 @@ def sentence(outcome: Outcome, model: Path) -> str:
 
 
 def self_test(model: Path) -> int:
-    """Run the self-test and print its sentence; 0 if it passed, 1 if not."""
+    """Run the self-test and print its sentence; 0 if it passed, 1 if not.
+
+    A GPU build offloads every layer of the model (the default, Auto). If that fails, the
+    CPU build is installed instead, with a sentence that says why and which command tries the
+    GPU build again, and the self-test runs again on it.
+    """
     print(
         f"Self-test: loading {model.name} and processing a prompt in a child process…", flush=True
     )
     outcome = run_child(model)
     print(sentence(outcome, model), file=sys.stdout if outcome.passed else sys.stderr)
+    venv = Path(sys.prefix)
+    gpu = read_record(venv).get("gpu", "none")
+    if not outcome.passed and gpu != "none":
+        print(
+            f"The {gpu} build of llama.cpp failed its self-test, so Floodgate goes back to the "
+            f"CPU build. `{retry_command(gpu)}` tries the {gpu} build again.",
+            file=sys.stderr,
+            flush=True,
+        )
+        install(None, venv, cache_root(), gpu="none")
+        return self_test(model)
     return 0 if outcome.passed else 1

@@ -14,7 +14,9 @@ from typing import Any, Literal
 from app import defaults
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
-Kind = Literal["text", "float", "int", "optional_int"]
+Kind = Literal["text", "float", "int", "optional_int", "choice"]
+
+Section = Literal["replies", "compute", "memory"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class Settings:
     max_tokens: int = defaults.MAX_TOKENS
     seed: int | None = defaults.SEED
     n_ctx: int = defaults.N_CTX
+    compute: str = defaults.COMPUTE
+    gpu_layers: int | None = defaults.GPU_LAYERS
+    gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     decode_threads: int = defaults.DECODE_THREADS
     prompt_threads: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
@@ -49,6 +54,21 @@ class Field:
     maximum: float = 0
     reload: bool = False
     """Takes effect only when the model is opened again (the engine reads it at load)."""
+    section: Section = "replies"
+    """Where the dialog shows it: replies (sampling), compute (devices, threads), memory."""
+    empty: str = ""
+    """What leaving an ``optional_int`` empty means, for the sentence when it is wrong."""
+
+
+SECTIONS: tuple[tuple[Section, str], ...] = (
+    ("replies", QT_TRANSLATE_NOOP("Floodgate", "Replies")),
+    ("compute", QT_TRANSLATE_NOOP("Floodgate", "Compute")),
+    ("memory", QT_TRANSLATE_NOOP("Floodgate", "Memory")),
+)
+"""The dialog's sections, in order, with their titles."""
+
+_RANDOM_SEED = QT_TRANSLATE_NOOP("Floodgate", "a random seed")
+_AS_MANY_AS_FIT = QT_TRANSLATE_NOOP("Floodgate", "as many as fit")
 
 
 FIELDS: tuple[Field, ...] = (
@@ -60,10 +80,38 @@ FIELDS: tuple[Field, ...] = (
     Field("repeat_penalty", QT_TRANSLATE_NOOP("Floodgate", "Repeat penalty"), "float", 0.5, 2),
     Field("max_tokens", QT_TRANSLATE_NOOP("Floodgate", "Max tokens per reply"), "int", 1, 131072),
     Field(
-        "seed", QT_TRANSLATE_NOOP("Floodgate", "Seed (empty: random)"), "optional_int", 0, 2**31 - 1
+        "seed",
+        QT_TRANSLATE_NOOP("Floodgate", "Seed (empty: random)"),
+        "optional_int",
+        0,
+        2**31 - 1,
+        empty=_RANDOM_SEED,
     ),
     Field(
-        "n_ctx", QT_TRANSLATE_NOOP("Floodgate", "Context size (tokens)"), "int", 256, 131072, True
+        "compute",
+        QT_TRANSLATE_NOOP("Floodgate", "Run models on"),
+        "choice",
+        reload=True,
+        section="compute",
+    ),
+    Field(
+        "gpu_layers",
+        QT_TRANSLATE_NOOP("Floodgate", "GPU layers (empty: as many as fit)"),
+        "optional_int",
+        0,
+        9999,
+        True,
+        section="compute",
+        empty=_AS_MANY_AS_FIT,
+    ),
+    Field(
+        "gpu_memory_mb",
+        QT_TRANSLATE_NOOP("Floodgate", "GPU memory a model may use (MB, 0: what is free)"),
+        "int",
+        0,
+        10_000_000,
+        True,
+        section="compute",
     ),
     Field(
         "decode_threads",
@@ -72,6 +120,7 @@ FIELDS: tuple[Field, ...] = (
         0,
         max(1, os.cpu_count() or 1),
         True,
+        section="compute",
     ),
     Field(
         "prompt_threads",
@@ -80,8 +129,26 @@ FIELDS: tuple[Field, ...] = (
         0,
         max(1, os.cpu_count() or 1),
         True,
+        section="compute",
     ),
-    Field("n_batch", QT_TRANSLATE_NOOP("Floodgate", "Batch size"), "int", 1, 8192, True),
+    Field(
+        "n_batch",
+        QT_TRANSLATE_NOOP("Floodgate", "Batch size"),
+        "int",
+        1,
+        8192,
+        True,
+        section="compute",
+    ),
+    Field(
+        "n_ctx",
+        QT_TRANSLATE_NOOP("Floodgate", "Context size (tokens)"),
+        "int",
+        256,
+        131072,
+        True,
+        section="memory",
+    ),
     Field(
         "cache_ram_mb",
         QT_TRANSLATE_NOOP("Floodgate", "Prompt cache in memory (MB, 0: off)"),
@@ -89,6 +156,7 @@ FIELDS: tuple[Field, ...] = (
         0,
         1_000_000,
         True,
+        section="memory",
     ),
     Field(
         "cache_disk_mb",
@@ -97,8 +165,16 @@ FIELDS: tuple[Field, ...] = (
         0,
         10_000_000,
         True,
+        section="memory",
     ),
-    Field("queue_bound", QT_TRANSLATE_NOOP("Floodgate", "Queue bound (pieces)"), "int", 1, 100000),
+    Field(
+        "queue_bound",
+        QT_TRANSLATE_NOOP("Floodgate", "Queue bound (pieces)"),
+        "int",
+        1,
+        100000,
+        section="memory",
+    ),
 )
 
 
@@ -111,6 +187,12 @@ def parse(field: Field, text: str) -> tuple[Any, Sentence | None]:
     if field.kind == "text":
         return text, None
     text = text.strip()
+    if field.kind == "choice":
+        # Which choices exist is the machine's (its GPUs): a name no longer there is
+        # reported when the model loads, not refused here.
+        if text:
+            return text, None
+        return None, Sentence(QT_TRANSLATE_NOOP("Floodgate", "Choose one."))
     if field.kind == "optional_int" and not text:
         return None, None
     limits = {"minimum": _number(field.minimum), "maximum": _number(field.maximum)}
@@ -128,8 +210,9 @@ def parse(field: Field, text: str) -> tuple[Any, Sentence | None]:
         else:
             template = QT_TRANSLATE_NOOP(
                 "Floodgate",
-                "Enter a whole number from {minimum} to {maximum}, or nothing for a random seed.",
+                "Enter a whole number from {minimum} to {maximum}, or nothing for {empty}.",
             )
+            return None, Sentence(template, {**limits, "empty": Sentence(field.empty)})
         return None, Sentence(template, limits)
     return value, None
 

@@ -1,4 +1,8 @@
-"""The settings dialog: each value checked as it is typed, with a sentence under it if wrong."""
+"""The settings dialog: each value checked as it is typed, with a sentence under it if wrong.
+
+Grouped into sections as tabs (Replies, Compute, Memory); a dialog of one section's fields (a
+conversation's own sampling) shows them without tabs.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, Signal, Slot
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -16,17 +21,30 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app.store.settings import FIELDS, Field, Settings, parse, shown
+from app.flow.words import say_sentence
+from app.store.settings import FIELDS, SECTIONS, Field, Settings, parse, shown
 from app.ui.look.colors import theme_for
 from app.ui.look.style import follow_theme
+
+Editor = QLineEdit | QPlainTextEdit | QComboBox
 
 
 class SettingsDialog(QDialog):
     """Edits :class:`Settings`; OK stays disabled while any value is out of range.
+
+    Args:
+        settings: the values to start from.
+        parent: the window.
+        only: the names of the fields to show (None: all).
+        title: the window's title (default "Settings").
+        threads: the open model's threads in words (shown under the thread fields).
+        devices: the GPUs the "Run models on" choice offers, as (ggml name, description).
+        placement: where the open model runs, in words (shown under the compute fields).
 
     Signals:
         settings_chosen(Settings): OK was pressed with valid values.
@@ -44,6 +62,8 @@ class SettingsDialog(QDialog):
         only: Sequence[str] | None = None,
         title: str = "",
         threads: str = "",
+        devices: Sequence[tuple[str, str]] = (),
+        placement: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -51,35 +71,30 @@ class SettingsDialog(QDialog):
         self.setWindowTitle(title or self.tr("Settings"))
         self._settings = settings
         self._fields = [f for f in FIELDS if only is None or f.name in only]
-        self.editors: dict[str, QLineEdit | QPlainTextEdit] = {}
+        self.editors: dict[str, Editor] = {}
         self.problems: dict[str, QLabel] = {}
-        form = QFormLayout()
-        error = QColor(theme_for(self.palette()).error)
+        self._devices = devices
+        forms: dict[str, QFormLayout] = {}
         for field in self._fields:
-            editor: QLineEdit | QPlainTextEdit
-            if field.kind == "text":
-                editor = QPlainTextEdit(getattr(settings, field.name))
-                editor.setMaximumHeight(editor.fontMetrics().lineSpacing() * 5)
-                editor.textChanged.connect(self._check)
-            else:
-                editor = QLineEdit(shown(settings, field))
-                editor.textChanged.connect(self._check)
-            editor.setObjectName(f"setting_{field.name}")
-            problem = QLabel()
-            problem.setObjectName(f"problem_{field.name}")
-            palette = problem.palette()
-            palette.setColor(QPalette.ColorRole.WindowText, error)
-            problem.setPalette(palette)
-            problem.hide()
-            column = QVBoxLayout()
-            column.setContentsMargins(0, 0, 0, 0)
-            column.addWidget(editor)
-            column.addWidget(problem)
-            holder = QWidget()
-            holder.setLayout(column)
-            form.addRow(QCoreApplication.translate("Floodgate", field.label), holder)
-            self.editors[field.name] = editor
-            self.problems[field.name] = problem
+            form = forms.setdefault(field.section, QFormLayout())
+            form.addRow(
+                QCoreApplication.translate("Floodgate", field.label), self._editor(field, settings)
+            )
+        self.sections = QTabWidget(self)
+        self.sections.setObjectName("settingsSections")
+        for section, title_text in SECTIONS:
+            if section in forms:
+                page = QWidget()
+                page.setLayout(forms[section])
+                self.sections.addTab(page, QCoreApplication.translate("Floodgate", title_text))
+        self.sections.tabBar().setVisible(self.sections.count() > 1)
+        # Where the open model runs, under the compute fields.
+        self.placement = QLabel(placement)
+        self.placement.setObjectName("placementNow")
+        self.placement.setWordWrap(True)
+        self.placement.setVisible(bool(placement) and "compute" in forms)
+        if "compute" in forms:
+            forms["compute"].addRow(self.placement)
         self.note = QLabel(
             self.tr("Context size, threads and batch size apply when the model is opened again.")
         )
@@ -103,16 +118,61 @@ class SettingsDialog(QDialog):
         )
         self.buttons.accepted.connect(self._accept)
         self.buttons.rejected.connect(self.reject)
+        if "compute" in forms:
+            forms["compute"].addRow(self.threads)
+            forms["compute"].addRow(self.measure)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.threads)
-        layout.addWidget(self.measure)
+        layout.addWidget(self.sections)
         layout.addWidget(self.note)
         layout.addWidget(self.buttons)
         self._check()
 
+    def _editor(self, field: Field, settings: Settings) -> QWidget:
+        """The field's editor with its problem line under it."""
+        editor: Editor
+        if field.kind == "text":
+            editor = QPlainTextEdit(getattr(settings, field.name))
+            editor.setMaximumHeight(editor.fontMetrics().lineSpacing() * 5)
+            editor.textChanged.connect(self._check)
+        elif field.kind == "choice":
+            editor = self._device_choice(getattr(settings, field.name))
+            editor.currentIndexChanged.connect(self._check)
+        else:
+            editor = QLineEdit(shown(settings, field))
+            editor.textChanged.connect(self._check)
+        editor.setObjectName(f"setting_{field.name}")
+        problem = QLabel()
+        problem.setObjectName(f"problem_{field.name}")
+        palette = problem.palette()
+        palette.setColor(QPalette.ColorRole.WindowText, QColor(theme_for(self.palette()).error))
+        problem.setPalette(palette)
+        problem.hide()
+        column = QVBoxLayout()
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(editor)
+        column.addWidget(problem)
+        holder = QWidget()
+        holder.setLayout(column)
+        self.editors[field.name] = editor
+        self.problems[field.name] = problem
+        return holder
+
+    def _device_choice(self, current: str) -> QComboBox:
+        """Auto, CPU only, then each GPU (and the saved one, if it is not there now)."""
+        box = QComboBox()
+        box.addItem(self.tr("Auto (the GPU, if there is one)"), "auto")
+        box.addItem(self.tr("CPU only"), "cpu")
+        for name, description in self._devices:
+            box.addItem(f"{description} ({name})" if description else name, name)
+        if box.findData(current) < 0:
+            box.addItem(self.tr("{name} (not found now)").format(name=current), current)
+        box.setCurrentIndex(box.findData(current))
+        return box
+
     def _text(self, field: Field) -> str:
         editor = self.editors[field.name]
+        if isinstance(editor, QComboBox):
+            return str(editor.currentData())
         return editor.toPlainText() if isinstance(editor, QPlainTextEdit) else editor.text()
 
     def values(self) -> tuple[dict[str, Any], bool]:
@@ -127,11 +187,7 @@ class SettingsDialog(QDialog):
                 label.hide()
             else:
                 valid = False
-                label.setText(
-                    QCoreApplication.translate("Floodgate", problem.template).format(
-                        **problem.fields
-                    )
-                )
+                label.setText(say_sentence(problem))
                 label.show()
         return values, valid
 

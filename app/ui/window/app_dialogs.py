@@ -18,6 +18,7 @@ from shiboken6 import isValid
 from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
 from app.engine.model_card import ModelCard, find_models, read_model_card
+from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import HubDownloads
 from app.flow.preferences import PreferencesKeeper
@@ -76,10 +77,14 @@ class AppDialogs(QObject):
     @Slot()
     def open_settings(self) -> None:
         """The settings dialog; OK applies and remembers the settings."""
+        model = self._session.model
+        placement = model.placement if model is not None else None
         dialog = SettingsDialog(
             self._keeper.preferences.settings,
             self._window,
             threads=self._session.metrics.threads,
+            devices=[(d.name, d.description) for d in placement.devices] if placement else (),
+            placement=say_sentence(placement.details()) if placement else "",
         )
         dialog.settings_chosen.connect(self._choose_settings)
         dialog.measure_threads.connect(self._session.measure_threads)
@@ -180,6 +185,12 @@ class AppDialogs(QObject):
     def _remember_model(self, info: ModelInfo) -> None:
         if info.chat_format != "server":
             self._keeper.remember_model(str(info.path.resolve()))
+        if info.placement is not None and self._hub is not None:
+            # What the Hub's "fits the GPU" weighs: the GPU models load on now.
+            settings = self._keeper.preferences.settings
+            self._hub.gpu_budget = gpu_budget(
+                info.placement, settings.compute, settings.gpu_memory_mb
+            )
 
     # -- servers --------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing_extensions import override
 from app.documents import size_text
 from app.engine import ModelInfo
 from app.engine.model_card import ModelCard
+from app.flow.words import say_sentence
 from app.ui.look.icon_button import ICON_PX
 from app.ui.look.icons import icon
 
@@ -139,6 +140,7 @@ class ModelHeader(QFrame):
         else:
             self.picker.setText(info.name)
             self.facts.setText(self._facts(info))
+            self.facts.setToolTip(self._where_details(info))
         self.picker.setAccessibleName(
             self.tr("Model: {name}. Choose another model").format(name=self.picker.text())
         )
@@ -148,9 +150,21 @@ class ModelHeader(QFrame):
         if info.chat_format == "server":
             return self.tr("on a server") + " · " + context
         card = self.cards.get(info.path.resolve())
-        if card is None:
-            return context
-        return f"{size_text(card.size_bytes)} · {context}"
+        facts = [context] if card is None else [size_text(card.size_bytes), context]
+        if info.placement is not None:
+            facts.append(say_sentence(info.placement.summary()))
+        return " · ".join(facts)
+
+    @staticmethod
+    def _where_details(info: ModelInfo) -> str:
+        """Where the model runs and why, with what went wrong on the way (the tooltip)."""
+        placement = info.placement
+        if placement is None:
+            return ""
+        lines = [say_sentence(placement.details())]
+        if placement.note is not None:
+            lines.append(say_sentence(placement.note))
+        return "\n".join(lines)
 
     def retranslate(self) -> None:
         """Every word of the header in the current language."""
