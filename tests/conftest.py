@@ -27,6 +27,12 @@ from app.ui.chat.chat_view import ChatView
 
 Loop = asyncio.AbstractEventLoop
 
+GPU_TESTS = "FLOODGATE_GPU_TESTS"
+"""Set in the process tests/test_gpu.py starts to run tests/gpu/ on the Vulkan build."""
+
+# tests/gpu/ needs the Vulkan build first on the path: collected only in that process.
+collect_ignore = [] if os.environ.get(GPU_TESTS) else ["gpu"]
+
 
 @pytest.fixture(autouse=True)
 def floodgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

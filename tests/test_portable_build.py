@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -53,7 +54,7 @@ def test_the_installed_llama_cpp_was_built_by_floodgate_without_amx() -> None:
     assert "AMX" not in info
     record = json.loads((Path(sys.prefix) / llama_wheel.RECORD_NAME).read_text())
     # The wheel installed is the one planned for this machine and the recorded profile.
-    assert record["digest"] == plan(record["profile"]).digest
+    assert record["digest"] == plan(record["profile"], gpu=record.get("gpu", "none")).digest
     if record["profile"] != "baseline" and "avx2" in llama_wheel.cpu_features():
         assert "AVX2 = 1" in info
 
@@ -136,7 +137,99 @@ def test_install_builds_nothing_when_the_wheel_is_cached_and_installed(tmp_path:
     (root / build.folder_name).mkdir(parents=True)
     (root / build.folder_name / "llama_cpp_python-0.3.36-py3-none-any.whl").write_bytes(b"")
     # No pip runs: a build would fail here (no network to the sdist is not needed either).
-    assert llama_wheel.install(None, venv, root) == build
+    assert llama_wheel.install(None, venv, root, gpu="none") == build
+
+
+def test_a_gpu_build_has_its_backend_as_a_module_beside_the_same_cpu_flags() -> None:
+    cpu = cmake_args("portable", "x86_64", HASWELL)
+    vulkan = cmake_args("portable", "x86_64", HASWELL, "vulkan")
+    assert vulkan[: len(cpu)] == cpu  # the CPU backend is built as for the CPU alone
+    assert vulkan[len(cpu) :] == ("-DGGML_VULKAN=ON", "-DGGML_BACKEND_DL=ON")
+    cuda = cmake_args("portable", "x86_64", HASWELL, "cuda", "90")
+    assert cuda[len(cpu) :] == (
+        "-DGGML_CUDA=ON",
+        "-DGGML_BACKEND_DL=ON",
+        "-DCMAKE_CUDA_ARCHITECTURES=90",
+    )
+    assert cmake_args("portable", "arm64", frozenset(), "metal")[-1] == "-DGGML_METAL=ON"
+    with pytest.raises(ValueError, match="unknown GPU"):
+        cmake_args("portable", "x86_64", HASWELL, "opengl")
+
+
+def test_a_cpu_builds_digest_is_what_it_was_and_a_gpu_build_is_another_wheel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(llama_wheel, "vulkan_header", lambda: None)  # no patch either way
+    cpu = plan("portable", "x86_64", HASWELL)
+    # The digest of the CPU builds before GPU builds existed: caches keep serving them.
+    key = json.dumps(
+        {
+            "version": llama_wheel.VERSION,
+            "cmake_args": cmake_args("portable", "x86_64", HASWELL),
+            "python": llama_wheel.python_tag(),
+        }
+    )
+    assert cpu.digest == hashlib.sha256(key.encode()).hexdigest()
+    vulkan = plan("portable", "x86_64", HASWELL, gpu="vulkan")
+    assert vulkan.digest != cpu.digest
+    assert vulkan.folder_name.startswith(f"llama-cpp-python-{llama_wheel.VERSION}-vulkan-")
+
+
+def test_the_vulkan_patch_is_applied_only_where_the_headers_lack_layer_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    header = tmp_path / "vulkan_core.h"
+    monkeypatch.setattr(llama_wheel, "vulkan_header", lambda: header)
+    header.write_text("#define VK_HEADER_VERSION 239\n")  # Debian 12's
+    old = plan("portable", "x86_64", HASWELL, gpu="vulkan")
+    assert [p.name for p in old.patches] == ["vulkan-layer-settings.patch"]
+    header.write_text("#define VK_HEADER_VERSION 275\n#define VK_EXT_layer_settings 1\n")
+    new = plan("portable", "x86_64", HASWELL, gpu="vulkan")
+    assert new.patches == ()
+    assert new.digest != old.digest  # the patch is part of the wheel's digest
+    assert plan("portable", "x86_64", HASWELL).patches == ()  # the CPU build needs none
+    patch = (llama_wheel.PATCHES / "vulkan-layer-settings.patch").read_text()
+    assert "+#ifdef VK_EXT_layer_settings" in patch
+    assert patch.count("\n+") < 12  # small: it only leaves the validation settings out
+
+
+def test_a_gpu_build_that_cannot_be_made_leaves_the_cpu_build_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cpu = plan("portable")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / llama_wheel.RECORD_NAME).write_text(
+        json.dumps({"profile": "portable", "gpu": "none", "digest": cpu.digest})
+    )
+    root = tmp_path / "wheels"
+    (root / cpu.folder_name).mkdir(parents=True)
+    (root / cpu.folder_name / "llama_cpp_python-0.3.36-py3-none-any.whl").write_bytes(b"")
+    monkeypatch.setattr(llama_wheel, "vulkan_header", lambda: None)
+    monkeypatch.setattr(llama_wheel, "install_system_packages", lambda packages: False)
+    monkeypatch.setattr(llama_wheel.shutil, "which", lambda name: None)  # no glslc
+    assert llama_wheel.install(None, venv, root, gpu="vulkan") == cpu
+    said = capsys.readouterr().out
+    assert "No vulkan build: building for Vulkan needs its headers and the glslc" in said
+    assert "`make llama LLAMA_GPU=vulkan` tries again" in said
+    record = json.loads((venv / llama_wheel.RECORD_NAME).read_text())
+    assert (record["gpu"], record["asked_gpu"]) == ("none", "none")  # setup asks no more
+
+
+def test_a_cpu_type_vulkan_device_is_no_gpu_to_build_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.install import gpu_probe
+
+    # Listed for real where a Vulkan loader exists: lavapipe is a CPU device.
+    for kind, _name in gpu_probe.vulkan_devices():
+        assert kind in ("other", "integrated", "discrete", "virtual", "cpu")
+    monkeypatch.setattr(gpu_probe, "nvidia_compute_capability", lambda: None)
+    monkeypatch.setattr(gpu_probe.sys, "platform", "linux")
+    monkeypatch.setattr(gpu_probe, "vulkan_devices", lambda: [("cpu", "llvmpipe")])
+    assert gpu_probe.detect().gpu == "none"
+    monkeypatch.setattr(gpu_probe, "vulkan_devices", lambda: [("discrete", "Radeon RX 7900")])
+    found = gpu_probe.detect()
+    assert found.gpu == "vulkan"
+    assert "Radeon RX 7900" in found.reason
 
 
 @pytest.mark.model

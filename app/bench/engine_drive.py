@@ -77,6 +77,8 @@ class Reply:
     ttft_ms: float
     report: GenerationReport = field(default_factory=GenerationReport)
     stopped_at: int = 0
+    stop_set_at: float | None = None
+    """``time.perf_counter()`` when Stop was pressed (None: it was not)."""
 
     @property
     def prefill_tok_s(self) -> float:
@@ -160,4 +162,4 @@ class EngineThread:
         if stop_when is not None:
             stopped_at = report.prefill_done
         ttft = (first[0] - began) * 1000 if first else math.nan
-        return Reply("".join(pieces), ttft, report, stopped_at)
+        return Reply("".join(pieces), ttft, report, stopped_at, stop.set_at)

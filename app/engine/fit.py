@@ -3,9 +3,9 @@
 Pure arithmetic over the header (no llama.cpp): the Hub panel's estimate before a download
 and the choice of GPU layers before a load use the same figures.
 
-How llama.cpp places a model with ``n_gpu_layers = n`` (``llama-model.cpp``): of its
-``n_layer`` blocks, those from ``n_layer + 1 - n`` on go to the GPU, with their part of the
-KV cache; the output layer counts as one more layer and goes when ``n > n_layer``; the token
+How llama.cpp places a model with ``n_gpu_layers = n`` (``llama-model.cpp``): the output layer
+counts as layer ``n_layer`` and goes to the GPU first (with ``n >= 1``); of the ``n_layer``
+blocks, those from ``n_layer + 1 - n`` on follow, with their part of the KV cache; the token
 embeddings always stay on the CPU. So "every layer" is ``n_layer + 1``, as llama.cpp's own
 "offloaded 31/31 layers" says. A model with tied embeddings (no ``output.weight``) puts a
 copy of the embeddings on the GPU as its output layer.
@@ -142,14 +142,15 @@ class ModelSizes:
 
     def weights_on_gpu(self, n_gpu_layers: int) -> int:
         """Bytes of weights on the device with ``n_gpu_layers`` (llama.cpp's placement)."""
-        n_layer = len(self.block_bytes)
-        first = max(0, n_layer + 1 - n_gpu_layers)
-        blocks = sum(self.block_bytes[first:])
-        return blocks + (self.output_bytes if n_gpu_layers > n_layer else 0)
+        if n_gpu_layers <= 0:
+            return 0
+        blocks = self.blocks_on_gpu(n_gpu_layers)
+        on_gpu = self.block_bytes[len(self.block_bytes) - blocks :] if blocks else ()
+        return self.output_bytes + sum(on_gpu)
 
     def blocks_on_gpu(self, n_gpu_layers: int) -> int:
-        """How many blocks (with their KV cache) are on the device."""
-        return min(len(self.block_bytes), max(0, n_gpu_layers))
+        """How many blocks (with their KV cache) are on the device: the output layer first."""
+        return min(len(self.block_bytes), max(0, n_gpu_layers - 1))
 
     def compute_bytes(self, n_gpu_layers: int, n_ctx: int, n_ubatch: int) -> int:
         """The device's compute buffer for a micro-batch of ``n_ubatch`` over ``n_ctx``."""
@@ -157,7 +158,7 @@ class ModelSizes:
             return 0
         tokens = min(n_ctx, n_ubatch)
         scores = n_ctx * tokens * self.heads * 4
-        logits = tokens * self.vocab * 4 if n_gpu_layers > len(self.block_bytes) else 0
+        logits = tokens * self.vocab * 4  # the output layer is the first to go
         activations = tokens * (self.embedding * 8 + self.feed_forward * 12)
         return max(scores, logits) + activations
 

@@ -27,6 +27,9 @@ MIN_CHUNK = 8
 FIRST_CHUNK = 16
 """The first chunk's size while the prompt processing rate is not yet known."""
 
+QUICKEST_SHARE = 1.5
+"""A chunk may take this many times the quickest call seen, when that exceeds the target."""
+
 
 class ChunkSizer:
     """Sizes prompt chunks so that each takes about ``seconds``, from what the last one took.
@@ -36,9 +39,8 @@ class ChunkSizer:
     is found by growing; one noisy chunk makes no wild jump). On a CPU a chunk's time
     follows its tokens. On a GPU a call has a fixed part (launches, reading the weights once):
     a few tokens cost about what one does, and on lavapipe small micro-batches take a slower
-    path (8 tokens: about 4 s; 512: about 9 s). So the budget is at least twice the quickest
-    call seen: Stop then waits at most that, and the prompt goes at half the rate of larger
-    chunks or better.
+    path. So the budget is at least one and a half times the quickest call seen: Stop then
+    waits at most that, and the prompt goes at a third of the rate of larger chunks or better.
 
     Args:
         seconds: the time a chunk should take.
@@ -56,8 +58,10 @@ class ChunkSizer:
 
     @property
     def budget(self) -> float:
-        """The time a chunk may take: the target, or twice the quickest call if more."""
-        return max(self.seconds, 2 * self.fastest) if self.fastest < math.inf else self.seconds
+        """The time a chunk may take: the target, or 1.5 times the quickest call if more."""
+        if self.fastest == math.inf:
+            return self.seconds
+        return max(self.seconds, QUICKEST_SHARE * self.fastest)
 
     def record(self, tokens: int, elapsed: float) -> None:
         """A chunk of ``tokens`` took ``elapsed`` seconds: size the next one."""
