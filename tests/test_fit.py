@@ -1,4 +1,4 @@
-"""How much of a model a GPU can hold, from its real GGUF header; and prompt chunks sized by time."""
+"""How much of a model a GPU can hold, from its real GGUF header; prompt chunks sized by time."""
 
 from __future__ import annotations
 
