@@ -182,12 +182,14 @@ def test_the_vulkan_patch_is_applied_only_where_the_headers_lack_layer_settings(
     monkeypatch.setattr(llama_wheel, "vulkan_header", lambda: header)
     header.write_text("#define VK_HEADER_VERSION 239\n")  # Debian 12's
     old = plan("portable", "x86_64", HASWELL, gpu="vulkan")
-    assert [p.name for p in old.patches] == ["vulkan-layer-settings.patch"]
+    names = ["backend-modules-cpu.patch", "vulkan-layer-settings.patch"]
+    assert [p.name for p in old.patches] == names
     header.write_text("#define VK_HEADER_VERSION 275\n#define VK_EXT_layer_settings 1\n")
     new = plan("portable", "x86_64", HASWELL, gpu="vulkan")
-    assert new.patches == ()
+    assert [p.name for p in new.patches] == names[:1]  # every module build loads its CPU one
     assert new.digest != old.digest  # the patch is part of the wheel's digest
     assert plan("portable", "x86_64", HASWELL).patches == ()  # the CPU build needs none
+    assert [p.name for p in plan("portable", "x86_64", HASWELL, gpu="cuda").patches] == names[:1]
     patch = (llama_wheel.PATCHES / "vulkan-layer-settings.patch").read_text()
     assert "+#ifdef VK_EXT_layer_settings" in patch
     assert patch.count("\n+") < 12  # small: it only leaves the validation settings out

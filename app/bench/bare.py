@@ -33,14 +33,18 @@ class BareLoops:
         model: the GGUF file.
         options: context and batch (thread counts are given per request).
         max_tokens: tokens per decode run.
+        n_gpu_layers: layers llama-cpp-python offloads (-1: all; 0: the CPU alone).
     """
 
-    def __init__(self, model: Path, options: EngineOptions, max_tokens: int) -> None:
+    def __init__(
+        self, model: Path, options: EngineOptions, max_tokens: int, n_gpu_layers: int = 0
+    ) -> None:
         spec = {
             "model": str(model),
             "n_ctx": options.n_ctx,
             "n_batch": options.n_batch,
             "max_tokens": max_tokens,
+            "n_gpu_layers": n_gpu_layers,
         }
         self._child = subprocess.Popen(
             [sys.executable, "-m", "app.bench.bare", json.dumps(spec)],
@@ -111,7 +115,9 @@ def _serve(spec: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
     from app.bench.loops import LlamaLoops  # llama_cpp loads here, in the child only
 
     options = EngineOptions(n_ctx=int(spec["n_ctx"]), n_batch=int(spec["n_batch"]))
-    loops = LlamaLoops(Path(spec["model"]), options, int(spec["max_tokens"]))
+    loops = LlamaLoops(
+        Path(spec["model"]), options, int(spec["max_tokens"]), int(spec.get("n_gpu_layers", 0))
+    )
 
     def answer(message: dict[str, Any]) -> None:
         answers.write(json.dumps(message) + "\n")

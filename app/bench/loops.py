@@ -25,18 +25,26 @@ import llama_cpp
 from llama_cpp import llama_chat_format
 
 from app.engine import ChatMessage, EngineOptions
+from app.engine.devices import load_backends
 
 
 class LlamaLoops:
     """One ``Llama`` and the reference loops over it. Used from one thread at a time."""
 
-    def __init__(self, model: Path, options: EngineOptions, max_tokens: int) -> None:
+    def __init__(
+        self, model: Path, options: EngineOptions, max_tokens: int, n_gpu_layers: int = 0
+    ) -> None:
+        # A build of backend modules: the GPU's is loaded only for a GPU reference, so that
+        # the CPU references run on the CPU alone (a visible GPU would otherwise be sent
+        # llama.cpp's batched operations: op_offload).
+        load_backends(gpu=n_gpu_layers != 0)
         self.llm = llama_cpp.Llama(
             model_path=str(model),
             n_ctx=options.n_ctx,
             n_threads=options.n_threads or None,
             n_threads_batch=options.n_threads_batch or None,
             n_batch=options.n_batch,
+            n_gpu_layers=n_gpu_layers,
             verbose=False,
         )
         self.max_tokens = max_tokens

@@ -114,6 +114,10 @@ TARGETS: list[Target] = [
     Target("server.slow_reader_rss_mb", "<=", 5.0),
     Target("download.ratio", ">=", 0.9),
     Target("download.loop_lag_ms.p99", "<=", 16.7),
+    # On a real GPU, every layer offloaded (lavapipe, a Vulkan driver on the CPU, gets none).
+    Target("gpu.native_ratio", ">=", 0.95),
+    Target("gpu.stop_prefill_ms.p95", "<=", 25.0),
+    Target("gpu.stop_decode_ms.p95", "<=", 10.0),
 ]
 
 
@@ -148,6 +152,9 @@ class Plan:
         download_pairs: downloads through Floodgate against a plain stream of the same file
             (per reference: written and synced, and written only).
         download_mib: the size of that file.
+        gpu_prompt_words: the ``gpu`` section's prompt, in words (about 1.3 tokens each).
+        gpu_decode_tokens: tokens per reply timed there.
+        gpu_stops: Stops there, in prompt processing and in a reply each.
     """
 
     pairs: int
@@ -173,6 +180,9 @@ class Plan:
     slow_reader_seconds: float
     download_pairs: int
     download_mib: int
+    gpu_prompt_words: int
+    gpu_decode_tokens: int
+    gpu_stops: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -202,6 +212,10 @@ class Plan:
                 slow_reader_seconds=3.0,
                 download_pairs=2,
                 download_mib=32,
+                # lavapipe (the tests' GPU) computes a token in about a second.
+                gpu_prompt_words=24,
+                gpu_decode_tokens=6,
+                gpu_stops=2,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -229,6 +243,9 @@ class Plan:
             slow_reader_seconds=30.0,
             download_pairs=15,
             download_mib=256,
+            gpu_prompt_words=1_000,
+            gpu_decode_tokens=128,
+            gpu_stops=20,
         )
 
 

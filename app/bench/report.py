@@ -12,6 +12,7 @@ from app.bench.stats import NOISE_LIMIT, too_noisy
 from app.bench.ttft import STEPS as TTFT_STEPS
 
 NOISY = "too noisy for a verdict"
+CPU_DEVICE = "no verdict: a CPU-type device"
 
 
 def figure(doc: dict[str, Any], path: str) -> Any:
@@ -41,6 +42,9 @@ def verdict(doc: dict[str, Any], target: Target) -> tuple[str, str, str]:
         goal = target.value * float(figure(doc, target.of)) if target.of else target.value
     except (KeyError, TypeError):
         return "not measured", f"{target.op} {target.value:g}", "not measured"
+    if target.path.startswith("gpu.") and doc["gpu"].get("device_type") == "cpu":
+        # A Vulkan driver that runs on the CPU: it shows offloading is right, not fast.
+        return f"{value:g}", f"{target.op} {goal:g}", CPU_DEVICE
     met = {">=": value >= goal, "<=": value <= goal, "==": value == goal}[target.op]
     shown, wanted = f"{value:g}", f"{target.op} {goal:g}"
     if target.of:
@@ -285,7 +289,7 @@ def table(doc: dict[str, Any]) -> str:
     if "baselines" not in doc:  # one section alone (--only)
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
-        return "\n".join(lines)
+        return "\n".join(lines + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
@@ -295,7 +299,31 @@ def table(doc: dict[str, Any]) -> str:
     lines += _shapes_table(doc)
     lines += _large_table(doc)
     lines += _ttft_table(doc)
+    lines += _gpu_lines(doc)
     return "\n".join(lines)
+
+
+def _gpu_lines(doc: dict[str, Any]) -> list[str]:
+    """The GPU section's rates by layers offloaded, and its fit."""
+    section = doc.get("gpu")
+    if not section or not section.get("present"):
+        return ["", f"gpu: none listed ({section.get('problem', 'no GPU') if section else '-'})"]
+    lines = [
+        "",
+        f"gpu: {section['description']} ({section['device']}, {section['device_type']}), "
+        f"{section['layers']} layers",
+        "| layers on the GPU | prompt tok/s | decode tok/s |",
+        "| --- | --- | --- |",
+    ]
+    for row in section["rates"].values():
+        lines.append(f"| {row['layers']} | {row['prompt_tok_s']} | {row['decode_tok_s']} |")
+    fit = section["fit"]
+    lines.append(
+        f"llama-cpp-python, every layer: {section['native_decode_tok_s']} tok/s decode; "
+        f"fit: estimated {fit['estimate_bytes']} bytes, llama.cpp allocated "
+        f"{fit['llama_cpp_allocated_bytes']}, the device reported {fit['device_reported_bytes']}"
+    )
+    return lines
 
 
 def write_json(doc: dict[str, Any], path: Path) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication
 from app.bench.bare import BareLoops
 from app.bench.designs import designs
 from app.bench.download import download
+from app.bench.gpu import gpu
 from app.bench.large_messages import large_messages_apart
 from app.bench.local_api import local_api
 from app.bench.long_reply import long_reply, shapes
@@ -111,7 +112,7 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = ("server", "download", "ttft_ms")
+SECTIONS = ("server", "download", "ttft_ms", "gpu")
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
 Alone, ``ttft_ms`` runs at ``--threads`` (default: every physical core) rather than at the
@@ -129,6 +130,9 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     if only == "server":
         setup.log("Floodgate as a local API server…")
         return {"server": await local_api(setup), "machine": machine(setup)}
+    if only == "gpu":
+        setup.log("the GPU: layers offloaded, llama-cpp-python on it, Stop, the fit…")
+        return {"gpu": gpu(setup), "machine": machine(setup)}
     if only == "download":
         setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
         return {"download": await download(setup), "machine": machine(setup)}
@@ -161,6 +165,8 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     local = await local_api(setup)
     setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
     fetched = await download(setup)
+    setup.log("the GPU, if there is one…")
+    on_gpu = gpu(setup)
     setup.log("baselines…")
     hose_pieces = firehose_pieces(setup.plan.firehose_seconds)
     baselines = await designs(
@@ -182,6 +188,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "remote": server,
         "server": local,
         "download": fetched,
+        "gpu": on_gpu,
         **prompt,
         "machine": machine(setup),
     }

@@ -111,6 +111,8 @@ class Placement:
         need: bytes the plan expected on the GPU (weights, KV cache, compute buffer).
         used: bytes the GPU reported in use by the model after the load (None: the device
             did not say, or the model is on the CPU).
+        allocated: bytes llama.cpp allocated on the GPU for it (weights, KV cache, compute
+            buffer), by its own account.
         budget: bytes the GPU could give when the plan was made.
         n_ctx_asked: the context asked for, when a smaller one was opened to fit the GPU.
         note: what the user should know: a failed GPU load that fell back, a driver that
@@ -127,6 +129,7 @@ class Placement:
     why: Why | None = None
     need: int = 0
     used: int | None = None
+    allocated: int = 0
     budget: int = 0
     n_ctx_asked: int | None = None
     note: Sentence | None = None
@@ -166,8 +169,12 @@ class Placement:
 
     @property
     def on_device(self) -> int:
-        """Bytes the model takes on the GPU: as the device reported, else as estimated."""
-        return self.used if self.used is not None else self.need
+        """Bytes the model takes on the GPU: as reported, allocated, or estimated.
+
+        The device's own report where it gives one, else llama.cpp's account of what it
+        allocated there, else the fit's estimate.
+        """
+        return self.used if self.used is not None else self.allocated or self.need
 
     def details(self) -> Sentence:
         """Where it runs and why, for Settings, the diagnostics panel and the header's tooltip."""
@@ -178,7 +185,6 @@ class Placement:
             "layers": self.layers,
             "all": self.all_layers,
             "need": size_text(self.need),
-            "used": size_text(self.used or 0),
             "cpu": self.all_layers - self.layers,
             "budget": size_text(self.budget),
             "asked": f"{self.n_ctx_asked or 0:,}",
@@ -201,10 +207,11 @@ class Placement:
             )
         else:
             template = QT_TRANSLATE_NOOP("Floodgate", "On {gpu}: {layers} of {all} layers.")
-        if self.used is not None and self.need:
+        if self.need and (self.used is not None or self.allocated):
             measured = QT_TRANSLATE_NOOP(
                 "Floodgate", "{where} {used} in use on the GPU ({need} estimated)."
             )
+            fields["used"] = size_text(self.on_device)
             return Sentence(measured, {**fields, "where": Sentence(template, fields)})
         if self.need:
             estimated = QT_TRANSLATE_NOOP("Floodgate", "{where} About {need} on the GPU.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import platform
+import re
 import sys
 import threading
 import time
@@ -60,7 +61,44 @@ def _forward_native_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> 
     # llama.cpp logs at ERROR on every aborted decode ("removing memory module entries"),
     # which is what Stop is meant to do; its real failures reach us as exceptions. So its log
     # goes to Python logging at DEBUG (``floodgate --debug`` shows it), not to the terminal.
-    log.debug("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+    line = text.decode("utf-8", "replace").rstrip()
+    if _BUFFERS.recording:
+        _BUFFERS.read(line)
+    log.debug("llama.cpp: %s", line)
+
+
+class _BufferLog:
+    """llama.cpp's own account of what a load allocated, by buffer, from its log.
+
+    While a model loads, llama.cpp logs each buffer it allocates ("Vulkan0 model buffer
+    size = 93.55 MiB", the KV cache, the compute buffer): what the model takes on a device
+    as llama.cpp counts it, also where the device does not report its free memory (lavapipe).
+    Only the loading thread records, and only while it loads.
+    """
+
+    _LINE = re.compile(r"(\S+)\s+(?:model|KV|compute|output|RS) buffer size =\s*([\d.]+) MiB")
+
+    def __init__(self) -> None:
+        self.recording = False
+        self.by_buffer: dict[str, int] = {}
+
+    def read(self, line: str) -> None:
+        found = self._LINE.search(line)
+        if found is not None:
+            name = found.group(1)
+            self.by_buffer[name] = self.by_buffer.get(name, 0) + int(float(found.group(2)) * _MIB)
+
+    def start(self) -> None:
+        self.by_buffer = {}
+        self.recording = True
+
+    def on(self, device: str) -> int:
+        """Bytes allocated on ``device`` since :meth:`start` (its name, as ggml's buffers say)."""
+        self.recording = False
+        return sum(size for name, size in self.by_buffer.items() if name == device)
+
+
+_BUFFERS = _BufferLog()
 
 
 # Installed once, at import; the module keeps the callback object alive.
@@ -581,6 +619,7 @@ def _load(
     failed: tuple[int, str] | None = None
     for layers, n_ctx in plan.attempts:
         free_before = free_now(device) if layers else None
+        _BUFFERS.start()
         try:
             llm = llama_cpp.Llama(
                 model_path=str(path),
@@ -622,6 +661,7 @@ def _load(
             why=offload.why if offload is not None else None,
             need=offload.need if offload is not None else 0,
             used=measured_use(gpu.name, free_before) if gpu is not None else None,
+            allocated=_BUFFERS.on(gpu.name) if gpu is not None else 0,
             budget=plan.offload.budget if plan.offload is not None else 0,
             n_ctx_asked=options.n_ctx if n_ctx != options.n_ctx else None,
             note=plan.note if failed is None else fell_back(failed[0], layers, failed[1]),

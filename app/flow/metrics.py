@@ -225,6 +225,10 @@ class FlowMetrics:
     cache: CacheFigures = field(default_factory=CacheFigures)
     threads: str = ""
     """The local model's thread counts and how they were chosen, in words ("" before a model)."""
+    placement: str = ""
+    """Where the local model runs, in words ("GPU · 31 of 31 layers · 222 MB"; "" for none)."""
+    gpu_memory: tuple[int, int] | None = None
+    """Bytes in use on the model's GPU and the bytes it has, as its driver last said."""
     report: GenerationReport | None = None
     """The current (or last) reply's report, which :meth:`observe` reads."""
     stop_signal: StopSignal | None = None
@@ -388,6 +392,7 @@ class FlowSample(NamedTuple):
         loop_lag_ms: the latest frame wake-up at worst since the previous reading (NaN: no
             frames).
         prefill: the share of the prompt processed while it is being processed, else NaN.
+        gpu_mb: megabytes in use on the model's GPU, else NaN.
     """
 
     at: float
@@ -397,6 +402,7 @@ class FlowSample(NamedTuple):
     frame_cost_ms: float
     loop_lag_ms: float
     prefill: float
+    gpu_mb: float = math.nan
 
 
 class FlowSampler:
@@ -449,6 +455,7 @@ class FlowSampler:
             frame_cost_ms=max(frames) if frames else math.nan,
             loop_lag_ms=max(lags) if lags else math.nan,
             prefill=fraction if m.prefilling and fraction is not None else math.nan,
+            gpu_mb=m.gpu_memory[0] / 2**20 if m.gpu_memory is not None else math.nan,
         )
         self.samples.append(sample)
         while self.samples and self.samples[0].at < now - self.keep_seconds:

@@ -14,7 +14,7 @@ from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.flow.worker import InferenceWorker, ReplyJob, ReplyProducer, ThreadReport
+from app.flow.worker import GpuMemory, InferenceWorker, ReplyJob, ReplyProducer, ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import ThreadChoices
 
@@ -39,6 +39,7 @@ class ModelHost(QObject):
         state_changed(str, str): a :class:`ModelState` value and a sentence for the user.
         model_changed(ModelInfo): a model finished loading (or a server was connected).
         notice(str): something the user should know that is not an error.
+        device_memory(GpuMemory): the GPU's memory in use (after each load and reply).
         threads_changed(ThreadReport): the local model's thread counts (after each load and
             each measurement of its decode threads).
     """
@@ -47,6 +48,7 @@ class ModelHost(QObject):
     model_changed = Signal(object)
     notice = Signal(str)
     threads_changed = Signal(object)
+    device_memory = Signal(object)
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class ModelHost(QObject):
         self._worker = InferenceWorker(opener, thread_choices)
         self._worker.threads_measuring.connect(self._on_threads_measuring)
         self._worker.threads_chosen.connect(self._on_threads_chosen)
+        self._worker.device_memory.connect(self._on_device_memory)
         self._worker.model_loaded.connect(self._on_model_loaded)
         self._worker.model_failed.connect(self._on_model_failed)
         self._worker.reply_computing.connect(self._on_reply_computing)
@@ -285,6 +288,10 @@ class ModelHost(QObject):
         self.threads_changed.emit(report)
         if self.state is ModelState.READY and not self.replying:
             self.set_state(ModelState.READY, self._ready_text())
+
+    @Slot(object)
+    def _on_device_memory(self, memory: GpuMemory) -> None:
+        self.device_memory.emit(memory)
 
     @Slot(object)
     def _on_model_failed(self, sentence: Sentence) -> None:

@@ -25,7 +25,7 @@ from app.flow.options import as_settings, engine_options, generation_settings, w
 from app.flow.reply import ReplyRunner
 from app.flow.room import MIN_RATE_TOKENS, PromptRoom
 from app.flow.words import say, say_sentence
-from app.flow.worker import ThreadReport
+from app.flow.worker import GpuMemory, ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
@@ -75,6 +75,8 @@ class ChatSession(QObject):
         self.metrics = FlowMetrics(queue_bound=queue_bound)
         self.host = ModelHost(opener, options, self, thread_choices)
         self.host.threads_changed.connect(self._on_threads_changed)
+        self.host.device_memory.connect(self._on_device_memory)
+        self.host.model_changed.connect(self._on_model_placed)
         self.library = ConversationLibrary(archive, self)
         self.runner = ReplyRunner(
             self.library, self.metrics, frame_interval, self.host.cache_stats, self
@@ -288,6 +290,17 @@ class ChatSession(QObject):
     @Slot(object)
     def _on_threads_changed(self, report: ThreadReport) -> None:
         self.metrics.threads = say_sentence(report.sentence())
+
+    @Slot(object)
+    def _on_device_memory(self, memory: GpuMemory) -> None:
+        self.metrics.gpu_memory = (memory.used, memory.total)
+
+    @Slot(object)
+    def _on_model_placed(self, info: ModelInfo) -> None:
+        placement = info.placement
+        self.metrics.placement = say_sentence(placement.summary()) if placement else ""
+        if placement is None or not placement.on_gpu:
+            self.metrics.gpu_memory = None
 
     def measure_threads(self) -> None:
         """Measure the local model's decode threads again (Settings > Measure again)."""

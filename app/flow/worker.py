@@ -33,6 +33,7 @@ from app.engine import (
     StopSignal,
 )
 from app.engine.context import PromptTooLongError, fit_to_context
+from app.engine.devices import device_memory
 from app.engine.prompt_cache import CacheStats
 from app.engine.threads import (
     STREAMED_CONTEXT,
@@ -152,6 +153,21 @@ _Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _MeasureJob | _QuitJob
 
 
 @dataclass(frozen=True)
+class GpuMemory:
+    """The GPU's memory as its driver reports it.
+
+    Attributes:
+        device: ggml's name of the GPU.
+        used: bytes in use (by every program, this one's model among them).
+        total: bytes it has.
+    """
+
+    device: str
+    used: int
+    total: int
+
+
+@dataclass(frozen=True)
 class ThreadReport:
     """The threads the open model computes with, and where the decode count came from.
 
@@ -233,6 +249,8 @@ class InferenceWorker(QThread):
             (rate None) or finished a try at it (its tokens per second).
         threads_chosen(ThreadReport): the threads the open model computes with (after each
             load and each measurement).
+        device_memory(GpuMemory): the GPU's memory after a load and after each reply, when
+            the open model runs on one.
     """
 
     model_loaded = Signal(object)
@@ -240,6 +258,7 @@ class InferenceWorker(QThread):
     reply_computing = Signal()
     threads_measuring = Signal(int, object)
     threads_chosen = Signal(object)
+    device_memory = Signal(object)
 
     def __init__(self, opener: BackendOpener, thread_choices: ThreadChoices | None = None) -> None:
         super().__init__()
@@ -335,6 +354,7 @@ class InferenceWorker(QThread):
                     with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
                         self._generate(job)
                     self._note_streaming(job)
+                    self._read_device()
         finally:
             with self._serving:
                 self._served = False
@@ -379,10 +399,21 @@ class InferenceWorker(QThread):
         else:
             self._options, self._path = job.options, job.path
             self.model_loaded.emit(self._backend.info)
+            self._read_device()
             self._choose_threads(remeasure=False)
         finally:
             info = self._backend.info if self._backend is not None else None
             CRASH_RECORD.doing("idle", system_info=info.build if info is not None else "")
+
+    def _read_device(self) -> None:
+        """Say how full the GPU is, if the open model runs on one (a driver call of µs)."""
+        placement = self._backend.info.placement if self._backend is not None else None
+        if placement is None or not placement.on_gpu:
+            return
+        memory = device_memory(placement.device)
+        if memory is not None:
+            free, total = memory
+            self.device_memory.emit(GpuMemory(placement.device, total - free, total))
 
     def _choose_threads(self, *, remeasure: bool) -> None:
         """Decode threads: the user's count, or measured once per model and machine and kept.

@@ -207,19 +207,22 @@ def vulkan_header() -> Path | None:
 def patches_for(gpu: str) -> tuple[Path, ...]:
     """The patches this machine's build of ``gpu`` needs (each one only where needed).
 
-    ``vulkan-layer-settings.patch``: llama.cpp's Vulkan backend configures the validation
-    layer with ``VK_EXT_layer_settings``, which Vulkan headers before 1.3.2xx (Debian 12 has
-    1.3.239) do not declare; the patch leaves that configuration out where the header lacks
-    it. Newer headers build the sources as they are.
+    ``backend-modules-cpu.patch``, for a build of backend modules (Vulkan, CUDA): such a build
+    registers no backend by itself, so ``import llama_cpp`` loads the CPU module, and every
+    use of llama-cpp-python (its server, a script, the tests' references) works as with a
+    static build; the GPU module is loaded only by Floodgate, when its driver is known not to
+    crash. ``vulkan-layer-settings.patch``: llama.cpp's Vulkan backend configures the
+    validation layer with ``VK_EXT_layer_settings``, which Vulkan headers before 1.3.2xx
+    (Debian 12 has 1.3.239) do not declare; the patch leaves that configuration out where
+    the header lacks it. Newer headers build the sources as they are.
     """
-    if gpu != "vulkan":
-        return ()
-    header = vulkan_header()
-    if header is None:
-        return ()
-    if "VK_EXT_layer_settings" in header.read_text(encoding="utf-8", errors="replace"):
-        return ()
-    return (PATCHES / "vulkan-layer-settings.patch",)
+    patches = [PATCHES / "backend-modules-cpu.patch"] if gpu in _MODULAR else []
+    header = vulkan_header() if gpu == "vulkan" else None
+    if header is not None and "VK_EXT_layer_settings" not in header.read_text(
+        encoding="utf-8", errors="replace"
+    ):
+        patches.append(PATCHES / "vulkan-layer-settings.patch")
+    return tuple(patches)
 
 
 def python_tag() -> str:

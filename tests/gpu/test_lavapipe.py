@@ -351,6 +351,14 @@ def test_the_header_and_settings_say_where_the_model_runs(
     assert any("llvmpipe" in item and "(Vulkan0)" in item for item in items)
     assert "31 of 31 layers" in dialog.placement.text()
     dialog.reject()
+    # The diagnostics panel: where it runs and the GPU's memory, as its driver says.
+    window.diagnostics_dock.show()
+    run_until(loop, lambda: window.session.metrics.gpu_memory is not None, timeout=30)
+    window.diagnostics.refresh()
+    runs_on = window.diagnostics.values["device"].text()
+    assert runs_on.startswith("GPU · 31 of 31 layers")
+    assert "GPU memory:" in runs_on
+    assert "in use" in runs_on
     # A reply streams from the GPU into the window, and Stop ends it there.
     window.composer.setPlainText("Write a long story about a dragon who learns to bake bread.")
     window.send_button.click()
@@ -359,3 +367,34 @@ def test_the_header_and_settings_say_where_the_model_runs(
     window.send_button.click()  # Stop
     run_until(loop, lambda: not window.session.generating, timeout=60)
     assert window.session.metrics.stop_latency_ms.last is not None
+
+
+def test_the_bench_measures_the_gpu(tmp_path: Path) -> None:
+    out = tmp_path / "gpu.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "--quick", "--only", "gpu", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=PROJECT,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    section = json.loads(out.read_text())["gpu"]
+    assert section["present"]
+    assert section["device"] == "Vulkan0"
+    assert section["device_type"] == "cpu"  # lavapipe, as the Vulkan loader says
+    rates = section["rates"]
+    assert [rates[k]["layers"] for k in ("all", "half", "none")] == [31, 15, 0]
+    for row in rates.values():
+        assert row["prompt_tok_s"] > 0
+        assert row["decode_tok_s"] > 0
+    assert section["native_decode_tok_s"] > 0
+    assert section["native_ratio"] > 0
+    assert section["stop_prefill_ms"]["n"] + section["stop_decode_ms"]["n"] >= 2
+    fit = section["fit"]
+    assert fit["estimate_bytes"] > 0
+    assert fit["llama_cpp_allocated_bytes"] > 0
+    # On lavapipe the targets get no verdict: it runs on the CPU.
+    assert "no verdict: a CPU-type device" in done.stdout
+    print(done.stdout[-3000:])

@@ -10,7 +10,7 @@ from PySide6.QtCore import QCoreApplication, Slot
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from app.flow.metrics import Distribution, FlowMetrics
-from app.sentence import QT_TRANSLATE_NOOP
+from app.sentence import QT_TRANSLATE_NOOP, size_text
 from app.ui.timeline.timeline import Timeline
 
 ROWS = (
@@ -26,6 +26,7 @@ ROWS = (
     ("python", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Python per token")),
     ("cache", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt cache")),
     ("threads", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Threads")),
+    ("device", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Runs on")),
 )
 
 NO_VALUE = "–"  # noqa: RUF001 - an en dash reads as "no value yet"
@@ -147,6 +148,16 @@ class DiagnosticsPanel(QWidget):
         v["python"].setText(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
         v["cache"].setText(self._cache_text())
         v["threads"].setText(m.threads or NO_VALUE)
+        v["device"].setText(self._device_text())
+
+    def _device_text(self) -> str:
+        m = self._metrics
+        if m.gpu_memory is None:
+            return m.placement or NO_VALUE
+        used, total = m.gpu_memory
+        return self.tr("{where}; GPU memory: {used} of {total} in use").format(
+            where=m.placement, used=size_text(used), total=size_text(total)
+        )
 
     def _prompt_text(self) -> str:
         m = self._metrics

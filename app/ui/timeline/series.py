@@ -15,10 +15,10 @@ import numpy.typing as npt
 
 from app.flow.metrics import FlowSample
 
-AT, TOKENS, DEPTH, BOUND, FRAME, LAG, PREFILL = range(7)
+AT, TOKENS, DEPTH, BOUND, FRAME, LAG, PREFILL, GPU_MB = range(8)
 """The columns: time (``perf_counter`` seconds), then each :class:`FlowSample` figure."""
 
-_COLUMNS: Final = 7
+_COLUMNS: Final = 8
 
 Column = npt.NDArray[np.float64]
 
@@ -54,6 +54,7 @@ class SampleSeries:
             sample.frame_cost_ms,
             sample.loop_lag_ms,
             sample.prefill,
+            sample.gpu_mb,
         )
         self._count += 1
 
@@ -81,5 +82,5 @@ class SampleSeries:
 
     def row(self, index: int) -> FlowSample:
         """The reading in row ``index``."""
-        at, tokens, depth, bound, frame, lag, prefill = (float(v) for v in self._rows[index])
-        return FlowSample(at, tokens, int(depth), int(bound), frame, lag, prefill)
+        at, tokens, depth, bound, frame, lag, prefill, gpu = (float(v) for v in self._rows[index])
+        return FlowSample(at, tokens, int(depth), int(bound), frame, lag, prefill, gpu)

@@ -272,6 +272,8 @@ class Timeline(QWidget):
             parts.append(self.tr("lag {ms} ms").format(ms=f"{sample.loop_lag_ms:.1f}"))
         if not math.isnan(sample.prefill):
             parts.append(self.tr("prompt {percent} %").format(percent=round(sample.prefill * 100)))
+        if not math.isnan(sample.gpu_mb):
+            parts.append(self.tr("GPU memory {mb} MB").format(mb=f"{sample.gpu_mb:,.0f}"))
         return parts
 
 
