@@ -300,10 +300,10 @@ def probe_devices(timeout: float = PROBE_SECONDS) -> DeviceProbe:
             problem=Sentence(
                 QT_TRANSLATE_NOOP(
                     "Floodgate",
-                    "The GPU driver did not answer within {seconds:.0f} s while Floodgate "
+                    "The GPU driver did not answer within {seconds} s while Floodgate "
                     "listed the devices, so models run on the CPU.",
                 ),
-                {"seconds": timeout},
+                {"seconds": f"{timeout:.0f}"},
             ),
             backend=backend,
         )

@@ -321,6 +321,14 @@
         <translation>线程</translation>
     </message>
     <message>
+        <source>Runs on</source>
+        <translation>运行于</translation>
+    </message>
+    <message>
+        <source>{where}; GPU memory: {used} of {total} in use</source>
+        <translation>{where}；GPU 显存：已用 {used}，共 {total}</translation>
+    </message>
+    <message>
         <source>{done} / {total} tokens ({percent} %), {cached} cached</source>
         <translation>{done} / {total} 个词元（{percent}%），{cached} 个来自缓存</translation>
     </message>
@@ -611,6 +619,38 @@
         <translation>解码线程（0：在本机测量）</translation>
     </message>
     <message>
+        <source>Replies</source>
+        <translation>回复</translation>
+    </message>
+    <message>
+        <source>Compute</source>
+        <translation>计算</translation>
+    </message>
+    <message>
+        <source>Memory</source>
+        <translation>内存</translation>
+    </message>
+    <message>
+        <source>a random seed</source>
+        <translation>随机种子</translation>
+    </message>
+    <message>
+        <source>as many as fit</source>
+        <translation>能放下多少就放多少</translation>
+    </message>
+    <message>
+        <source>Run models on</source>
+        <translation>模型运行于</translation>
+    </message>
+    <message>
+        <source>GPU layers (empty: as many as fit)</source>
+        <translation>GPU 层数（留空：能放下多少就放多少）</translation>
+    </message>
+    <message>
+        <source>GPU memory a model may use (MB, 0: what is free)</source>
+        <translation>模型可用的 GPU 显存（MB，0：使用空闲的全部）</translation>
+    </message>
+    <message>
         <source>Prompt threads (0: every physical core)</source>
         <translation>提示线程（0：全部物理核心）</translation>
     </message>
@@ -631,6 +671,10 @@
         <translation>队列上限（片段数）</translation>
     </message>
     <message>
+        <source>Choose one.</source>
+        <translation>请选择一项。</translation>
+    </message>
+    <message>
         <source>Enter a number from {minimum} to {maximum}.</source>
         <translation>请输入 {minimum} 到 {maximum} 之间的数。</translation>
     </message>
@@ -639,8 +683,8 @@
         <translation>请输入 {minimum} 到 {maximum} 之间的整数。</translation>
     </message>
     <message>
-        <source>Enter a whole number from {minimum} to {maximum}, or nothing for a random seed.</source>
-        <translation>请输入 {minimum} 到 {maximum} 之间的整数，或留空以使用随机种子。</translation>
+        <source>Enter a whole number from {minimum} to {maximum}, or nothing for {empty}.</source>
+        <translation>请输入 {minimum} 到 {maximum} 之间的整数，或留空表示{empty}。</translation>
     </message>
     <message>
         <source>The header of {name} cannot be read: {reason}</source>
@@ -1087,6 +1131,10 @@
         <translation>{name} 的下载失败了 {tries} 次（{reason}）。已下载的部分会保留；请稍后继续。</translation>
     </message>
     <message>
+        <source>fits the GPU</source>
+        <translation>可放入 GPU</translation>
+    </message>
+    <message>
         <source>fits</source>
         <translation>可运行</translation>
     </message>
@@ -1153,6 +1201,82 @@
     <message>
         <source>Floodgate opened {default} rather than {model}, the model it was loading when it ended. The model picker above the chat opens {model} again.</source>
         <translation>Floodgate 打开了 {default}，而不是 {model}：上次意外结束时正在加载的就是它。可以用对话上方的模型选择器再次打开 {model}。</translation>
+    </message>
+    <message>
+        <source>CPU (too little GPU memory free)</source>
+        <translation>CPU（GPU 空闲显存不足）</translation>
+    </message>
+    <message>
+        <source>CPU</source>
+        <translation>CPU</translation>
+    </message>
+    <message>
+        <source>GPU · {layers} of {all} layers ({cpu} on the CPU: too little GPU memory) · {size}</source>
+        <translation>GPU · {all} 层中的 {layers} 层（{cpu} 层在 CPU 上：GPU 显存不足）· {size}</translation>
+    </message>
+    <message>
+        <source>GPU · {layers} of {all} layers · {size}</source>
+        <translation>GPU · {all} 层中的 {layers} 层 · {size}</translation>
+    </message>
+    <message>
+        <source>On {gpu}: {layers} of {all} layers; {cpu} stay on the CPU, since the GPU has {budget} free for this model (it would need more for all of them).</source>
+        <translation>在 {gpu} 上：{all} 层中的 {layers} 层；{cpu} 层留在 CPU 上，因为 GPU 只有 {budget} 可供此模型使用（放下全部层需要更多）。</translation>
+    </message>
+    <message>
+        <source>On {gpu}: every layer, with the context reduced from {asked} tokens so that it fits the {budget} the GPU has free.</source>
+        <translation>在 {gpu} 上：全部层，上下文从 {asked} 个词元缩小，以放入 GPU 空闲的 {budget}。</translation>
+    </message>
+    <message>
+        <source>On {gpu}: {layers} of {all} layers, as set in Settings.</source>
+        <translation>在 {gpu} 上：{all} 层中的 {layers} 层，按设置。</translation>
+    </message>
+    <message>
+        <source>On {gpu}: {layers} of {all} layers.</source>
+        <translation>在 {gpu} 上：{all} 层中的 {layers} 层。</translation>
+    </message>
+    <message>
+        <source>{where} {used} in use on the GPU ({need} estimated).</source>
+        <translation>{where}GPU 上已用 {used}（估计 {need}）。</translation>
+    </message>
+    <message>
+        <source>{where} About {need} on the GPU.</source>
+        <translation>{where}GPU 上约 {need}。</translation>
+    </message>
+    <message>
+        <source>On the CPU: loading it on the GPU failed.</source>
+        <translation>在 CPU 上：在 GPU 上加载失败。</translation>
+    </message>
+    <message>
+        <source>On the CPU: not one layer fits the {budget} the GPU has free for it.</source>
+        <translation>在 CPU 上：GPU 空闲的 {budget} 连一层都放不下。</translation>
+    </message>
+    <message>
+        <source>On the CPU, as set.</source>
+        <translation>在 CPU 上，按设置。</translation>
+    </message>
+    <message>
+        <source>On the CPU (no GPU was found).</source>
+        <translation>在 CPU 上（未找到 GPU）。</translation>
+    </message>
+    <message>
+        <source>The GPU driver did not answer within {seconds} s while Floodgate listed the devices, so models run on the CPU.</source>
+        <translation>Floodgate 列出设备时，GPU 驱动在 {seconds} 秒内没有响应，因此模型在 CPU 上运行。</translation>
+    </message>
+    <message>
+        <source>The GPU driver failed while Floodgate listed the devices ({reason}), so models run on the CPU. Updating the GPU driver may help.</source>
+        <translation>Floodgate 列出设备时 GPU 驱动出错（{reason}），因此模型在 CPU 上运行。更新 GPU 驱动或许有帮助。</translation>
+    </message>
+    <message>
+        <source>The GPU {name} chosen in Settings is not there now; Auto was used.</source>
+        <translation>设置中选择的 GPU {name} 现在不存在；已改用自动。</translation>
+    </message>
+    <message>
+        <source>Loading {tried} layers on the GPU failed ({reason}), probably for want of GPU memory; the model runs on the CPU.</source>
+        <translation>在 GPU 上加载 {tried} 层失败（{reason}），可能是 GPU 显存不足；模型在 CPU 上运行。</translation>
+    </message>
+    <message>
+        <source>Loading {tried} layers on the GPU failed ({reason}), probably for want of GPU memory; {got} layers were loaded there instead.</source>
+        <translation>在 GPU 上加载 {tried} 层失败（{reason}），可能是 GPU 显存不足；改为在那里加载了 {got} 层。</translation>
     </message>
 </context>
 <context>
@@ -1658,6 +1782,18 @@
         <translation>在每个线程数下解码几秒钟，保留最快的。</translation>
     </message>
     <message>
+        <source>Auto (the GPU, if there is one)</source>
+        <translation>自动（如有 GPU 则用 GPU）</translation>
+    </message>
+    <message>
+        <source>CPU only</source>
+        <translation>仅 CPU</translation>
+    </message>
+    <message>
+        <source>{name} (not found now)</source>
+        <translation>{name}（现在未找到）</translation>
+    </message>
+    <message>
         <source>Measuring; the status line shows the progress.</source>
         <translation>正在测量；状态栏显示进度。</translation>
     </message>
@@ -1718,6 +1854,10 @@
     <message>
         <source>prompt {percent} %</source>
         <translation>提示 {percent}%</translation>
+    </message>
+    <message>
+        <source>GPU memory {mb} MB</source>
+        <translation>GPU 显存 {mb} MB</translation>
     </message>
     <message>
         <source>events</source>
