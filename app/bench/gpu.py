@@ -138,9 +138,11 @@ def _stops(
         prefill_seconds: how long processing it took (the random moments fall within).
     """
     prefill, decode = Distribution(), Distribution()
-    for _ in range(setup.plan.gpu_stops):
+    for trial in range(setup.plan.gpu_stops):
+        # A prompt of the same length, new each time: the KV cache holds none of it.
+        fresh = [ChatMessage(role="user", content=filler(100 + trial, setup.plan.gpu_prompt_words))]
         at = setup.rng.uniform(0.1, 0.9) * prefill_seconds
-        stopped = engine.reply(backend, prompt, GREEDY, "", stop_when=_after(at))
+        stopped = engine.reply(backend, fresh, GREEDY, "", stop_when=_after(at))
         _record(stopped.report, stopped.stop_set_at, prefill, "prefill")
         wait = setup.rng.uniform(0.0, 0.2)
         stopped = engine.reply(backend, prompt, GREEDY, "", stop_when=_into_reply(wait))

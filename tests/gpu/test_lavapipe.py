@@ -242,14 +242,15 @@ def test_stop_mid_reply_lands_within_a_token(
 def test_little_gpu_memory_offloads_fewer_layers_and_says_why(
     model: Path, engine: EngineThread
 ) -> None:
-    backend = engine.open(model, options(gpu_memory_mb=120))
+    # About 136 MB for the output layer and the compute buffer, 2.5 MB a block, 211 MB in all.
+    backend = engine.open(model, options(gpu_memory_mb=175))
     text = engine.call(lambda: reply(backend)[0])
     engine.close(backend)
     placement = backend.info.placement
     assert placement is not None
     assert placement.why is Why.PARTIAL
     assert 0 < placement.layers < placement.all_layers
-    assert placement.need <= 120 * 1024 * 1024
+    assert placement.need <= 175 * 1024 * 1024
     summary = say_sentence(placement.summary())
     assert f"GPU · {placement.layers} of 31 layers" in summary
     assert f"({31 - placement.layers} on the CPU: too little GPU memory)" in summary
