@@ -25,6 +25,7 @@ from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Plan, Target
 from app.bench.report import NOISY, verdict
 from app.bench.stats import Pairs, interleaved_pairs, median_ci
 from app.bench.ttft import SHORT_REPLY
+from app.engine.devices import gpu_backend
 from tests.conftest import Loop
 
 DIST_KEYS = {"p50", "p95", "p99", "max", "n"}
@@ -285,6 +286,9 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert out.with_suffix(".png").stat().st_size > 10_000  # the comparison chart
     doc = json.loads(out.read_text())
     plan = Plan.make(quick=True)
+    if not gpu_backend():  # a CPU build: the GPU section says so, in no time
+        assert doc["gpu"]["present"] is False  # (tests/gpu/ runs it on lavapipe)
+        assert "| gpu.native_ratio | - | >= 0.95 | no GPU here |" in proc.stdout
 
     threads = doc["threads"]
     counts = threads["counts"]

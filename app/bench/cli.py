@@ -16,6 +16,7 @@ from app.bench.plan import Plan, Setup
 from app.bench.report import table, write_json
 from app.bench.run import SECTIONS, run
 from app.engine import EngineOptions
+from app.engine.placement import CPU as CPU_ONLY
 from app.engine.threads import physical_cores
 from app.store.paths import default_model_path
 from app.trace import TRACE
@@ -56,7 +57,11 @@ def main(argv: Sequence[str]) -> int:
     setup = Setup(
         model=args.model or default_model_path(),
         plan=Plan.make(args.quick),
-        options=EngineOptions(n_threads=args.threads, n_threads_batch=args.threads),
+        # The flow's sections compare the app with llama-cpp-python on the CPU, like with
+        # like; the gpu section puts the model on the GPU itself, as the app's Auto would.
+        options=EngineOptions(
+            n_threads=args.threads, n_threads_batch=args.threads, compute=CPU_ONLY
+        ),
     )
     TRACE.name_thread("UI")  # as the app names its own (in traces of the bench's replies too)
     if args.trace is not None:

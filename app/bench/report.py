@@ -13,6 +13,7 @@ from app.bench.ttft import STEPS as TTFT_STEPS
 
 NOISY = "too noisy for a verdict"
 CPU_DEVICE = "no verdict: a CPU-type device"
+NO_GPU = "no GPU here"
 
 
 def figure(doc: dict[str, Any], path: str) -> Any:
@@ -37,6 +38,8 @@ def verdict(doc: dict[str, Any], target: Target) -> tuple[str, str, str]:
     A figure with a confidence interval wider than the noise limit gets no yes or no: on a
     machine that noisy the interval straddles the target's margin, so either would be a guess.
     """
+    if target.path.startswith("gpu.") and not doc.get("gpu", {}).get("present", True):
+        return "-", f"{target.op} {target.value:g}", NO_GPU
     try:
         value = float(figure(doc, target.path))
         goal = target.value * float(figure(doc, target.of)) if target.of else target.value
