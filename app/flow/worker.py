@@ -426,7 +426,13 @@ class InferenceWorker(QThread):
         if backend is None or path is None:
             return
         batch = options.n_threads_batch or physical_cores()
-        if options.n_threads or self._thread_choices is None:
+        placement = backend.info.placement
+        # With every layer on a GPU the CPU threads barely compute: nothing to measure (and a
+        # GPU as slow as lavapipe would take minutes to).
+        on_gpu = placement is not None and placement.on_gpu and (
+            placement.layers == placement.all_layers
+        )
+        if options.n_threads or self._thread_choices is None or on_gpu:
             source = "set" if options.n_threads else "default"
             self.threads_chosen.emit(
                 ThreadReport(options.n_threads or physical_cores(), batch, source)

@@ -96,7 +96,7 @@ class SettingsDialog(QDialog):
         if "compute" in forms:
             forms["compute"].addRow(self.placement)
         self.note = QLabel(
-            self.tr("Context size, threads and batch size apply when the model is opened again.")
+            self.tr("Compute and memory settings apply when the model is opened again.")
         )
         self.note.setWordWrap(True)
         self.note.setVisible(any(f.reload for f in self._fields))

@@ -1770,8 +1770,8 @@
         <translation>设置</translation>
     </message>
     <message>
-        <source>Context size, threads and batch size apply when the model is opened again.</source>
-        <translation>上下文大小、线程数和批大小会在重新打开模型时生效。</translation>
+        <source>Compute and memory settings apply when the model is opened again.</source>
+        <translation>计算和内存设置在重新打开模型后生效。</translation>
     </message>
     <message>
         <source>Measure decode threads again</source>
