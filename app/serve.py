@@ -39,6 +39,7 @@ from app.flow.preferences import PreferencesKeeper
 from app.flow.requests import RequestBoard
 from app.flow.serving import Starter
 from app.flow.termination import PoliteEnd
+from app.flow.words import say_sentence
 from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
@@ -169,6 +170,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             print(exc, file=sys.stderr)
             return 2
         print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
+        placement = host.model.placement if host.model is not None else None
+        if placement is not None:  # where it runs, and a fallback or a driver that failed
+            print(say_sentence(placement.details()), flush=True)
+            if placement.note is not None:
+                print(say_sentence(placement.note), file=sys.stderr, flush=True)
         try:
             await stop.wait()
         finally:
