@@ -429,8 +429,10 @@ class InferenceWorker(QThread):
         placement = backend.info.placement
         # With every layer on a GPU the CPU threads barely compute: nothing to measure (and a
         # GPU as slow as lavapipe would take minutes to).
-        on_gpu = placement is not None and placement.on_gpu and (
-            placement.layers == placement.all_layers
+        on_gpu = (
+            placement is not None
+            and placement.on_gpu
+            and (placement.layers == placement.all_layers)
         )
         if options.n_threads or self._thread_choices is None or on_gpu:
             source = "set" if options.n_threads else "default"
