@@ -114,6 +114,8 @@ TARGETS: list[Target] = [
     Target("server.slow_reader_rss_mb", "<=", 5.0),
     Target("download.ratio", ">=", 0.9),
     Target("download.loop_lag_ms.p99", "<=", 16.7),
+    Target("window_cost.cpu_share", "<=", 0.03),
+    Target("window_cost.decode_busy", ">=", 0.95),
     # On a real GPU, every layer offloaded (lavapipe, a Vulkan driver on the CPU, gets none).
     Target("gpu.native_ratio", ">=", 0.95),
     Target("gpu.stop_prefill_ms.p95", "<=", 25.0),
@@ -155,6 +157,7 @@ class Plan:
         gpu_prompt_words: the ``gpu`` section's prompt, in words (about 1.3 tokens each).
         gpu_decode_tokens: tokens per reply timed there.
         gpu_stops: Stops there, in prompt processing and in a reply each.
+        window_cost_replies: replies the window's cost is measured over.
     """
 
     pairs: int
@@ -183,6 +186,7 @@ class Plan:
     gpu_prompt_words: int
     gpu_decode_tokens: int
     gpu_stops: int
+    window_cost_replies: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -216,6 +220,7 @@ class Plan:
                 gpu_prompt_words=24,
                 gpu_decode_tokens=6,
                 gpu_stops=2,
+                window_cost_replies=2,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -246,6 +251,7 @@ class Plan:
             gpu_prompt_words=1_000,
             gpu_decode_tokens=128,
             gpu_stops=20,
+            window_cost_replies=7,
         )
 
 

@@ -37,6 +37,7 @@ from app.bench.server import remote
 from app.bench.stops import stops
 from app.bench.thread_counts import thread_counts
 from app.bench.ttft import ttft
+from app.bench.window_cost import window_cost_section
 from app.engine.llama import open_llama
 from app.engine.threads import machine_fingerprint, physical_cores
 from app.flow.event_loop import finalize_async_generators_on
@@ -70,6 +71,9 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
             lag = await loop_lag(setup, window)
             setup.log("stop during decoding and prefill…")
             stopped = await stops(setup, window)
+            setup.log("what the window's threads cost the decode threads…")
+            cost = await window_cost_section(setup, window)
+            setup.log(f"  {cost}")
             setup.log("diagnostics panel shown vs hidden…")
             diag = await diagnostics_cost(setup, window)
             setup.log("recording a flow trace vs not…")
@@ -91,6 +95,7 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
         "stops": stopped,
         "diagnostics_panel": diag,
         "trace": trace,
+        "window_cost": cost,
     }
 
 
@@ -184,6 +189,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "large_messages": large,
         "diagnostics_panel": app["diagnostics_panel"],
         "trace": app["trace"],
+        "window_cost": app["window_cost"],
         "baselines": baselines,
         "remote": server,
         "server": local,

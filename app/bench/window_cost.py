@@ -20,9 +20,15 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
 from __future__ import annotations
 
 import os
-import threading
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from app.bench.measure import app_threads, ask
+from app.bench.plan import STORY, Setup
+from app.ui.window.main_window import MainWindow
 
 WORKER_NAME = "InferenceWorker"
 """The worker QThread's object name, which Qt gives its native thread (``/proc/.../comm``)."""
@@ -59,11 +65,6 @@ def read_threads(pid: int | None = None) -> ThreadTimes:
     return ThreadTimes(ui, decode, other, waited)
 
 
-def is_ui_thread() -> bool:
-    """Whether this code runs on the process's first thread (the UI thread here)."""
-    return threading.get_native_id() == os.getpid()
-
-
 def window_cost(
     before: ThreadTimes, after: ThreadTimes, seconds: float, tokens: int, threads: int
 ) -> dict[str, float]:
@@ -88,4 +89,29 @@ def window_cost(
         "other_ms_per_token": round(other * 1000 / tokens, 3) if tokens else nan,
         "decode_busy": round(decode / (seconds * threads), 4) if seconds > 0 else nan,
         "decode_waited_ms_per_token": round(waited * 1000 / tokens, 3) if tokens else nan,
+    }
+
+
+async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any]:
+    """The window's threads' cost over the plan's story replies (medians of each figure).
+
+    Each reply is read from Send to its end on screen (its short prompt's processing is on the
+    same threads as its decoding); the readings are taken in the session's own signals, so
+    the measurement adds no wake-up of the UI thread.
+    """
+    threads = app_threads(window).n_threads
+    runs: list[dict[str, float]] = []
+    session = window.session
+    for _ in range(setup.plan.window_cost_replies):
+        before = read_threads()
+        began = time.perf_counter()
+        await ask(window, STORY)
+        after = read_threads()
+        seconds = time.perf_counter() - began
+        runs.append(
+            window_cost(before, after, seconds, session.metrics.reply.pieces_shown, threads)
+        )
+    return {key: round(statistics.median(run[key] for run in runs), 4) for key in runs[0]} | {
+        "replies": len(runs),
+        "decode_threads": threads,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -14,14 +15,20 @@ from app.trace import TRACE
 class FramePump:
     """Moves reply text from the queue to the view at the screen's pace, whatever the token rate.
 
-    Each frame it takes every piece waiting and hands their joined text to ``apply`` in one
-    call, so a model producing 5,000 pieces a second costs the window 60 updates a second, and
-    a slow one costs an update only when there is something new.
+    It shows what the queue holds at most once a frame, as one update: a model producing 5,000
+    pieces a second costs the window 60 updates a second. It wakes only when there is
+    something to show: a piece that arrives more than a frame after the last update is shown
+    at once (not at the next tick of a clock); one that arrives sooner waits for its frame;
+    an empty queue wakes nothing (the worker's next piece does, with one call to the loop),
+    except, while the prompt is processed and nothing has been shown, every
+    ``idle_interval`` for its progress. On a machine whose cores all decode, every wake-up of
+    the UI thread takes time from the model.
 
     Args:
         frame_interval: seconds per frame (1 / the screen's refresh rate).
         apply: shows text in the view; runs on the event loop's thread.
-        metrics: where frame cost and token-to-screen times are recorded.
+        metrics: where frame cost, loop lag and token-to-screen times are recorded.
+        idle_interval: seconds between wake-ups while nothing arrives before the first piece.
     """
 
     def __init__(
@@ -29,8 +36,10 @@ class FramePump:
         frame_interval: float,
         apply: Callable[[str], None],
         metrics: FlowMetrics,
+        idle_interval: float = 0.25,
     ) -> None:
         self.frame_interval = frame_interval
+        self.idle_interval = idle_interval
         self._apply = apply
         self._metrics = metrics
 
@@ -39,47 +48,29 @@ class FramePump:
 
         Args:
             queue: the reply's queue.
-            on_frame: called once a frame after the update (figures, prompt progress).
+            on_frame: called after each update (and each idle wake-up): figures, progress.
         """
         metrics = self._metrics
         reply = metrics.reply
-        next_frame = time.perf_counter()
+        due = -math.inf  # when the next update may be shown: a frame after the last one
         while True:
-            next_frame += self.frame_interval
             now = time.perf_counter()
-            if next_frame < now:
-                # Late (a busy loop): realign rather than fire a burst of catch-up frames.
-                next_frame = now
-            await asyncio.sleep(next_frame - now)
-            # How late the frame woke is the loop's lag, measured with no extra wake-ups.
-            lag_ms = max(0.0, time.perf_counter() - next_frame) * 1000
-            metrics.loop_lag_ms.add(lag_ms)
-            tracing = TRACE.recording  # one attribute read per frame while not recording
-            if tracing:
-                with TRACE.span("drain"):
-                    pieces = queue.drain()
-            else:
-                pieces = queue.drain()
-            metrics.trace_frame(len(pieces), lag_ms)
-            metrics.queue_depth = len(pieces)
-            if pieces:
-                began = time.perf_counter()
-                text = "".join(piece.text for piece in pieces)
-                if tracing:
-                    with TRACE.span("apply", pieces=len(pieces), chars=len(text)):
-                        self._apply(text)
-                else:
-                    self._apply(text)
-                shown = time.perf_counter()
-                metrics.frame_cost_ms.add((shown - began) * 1000)
-                metrics.token_to_screen_ms.extend((shown - p.produced_at) * 1000 for p in pieces)
-                if reply.first_shown_at is None:
-                    reply.first_shown_at = shown
-                    reply.first_produced_at = pieces[0].produced_at
-                reply.last_shown_at = shown
-                reply.last_produced_at = pieces[-1].produced_at
-                reply.pieces_shown += len(pieces)
-                reply.frames += 1
+            if now < due:
+                # An update was shown less than a frame ago: while a reply streams, more
+                # pieces come meanwhile, and the next frame shows them all at once.
+                await asyncio.sleep(due - now)
+                metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - due) * 1000)
+            if queue.depth == 0 and not queue.finished:
+                waiting_since = time.perf_counter()
+                # Before the first piece, the prompt's progress still needs a word now and then.
+                idle = self.idle_interval if reply.first_shown_at is None else None
+                await queue.wait_async(idle)
+                # How late the loop ran this: after a piece arrived, since it was produced.
+                arrived = queue.first_produced_at()
+                if arrived is not None and arrived >= waiting_since:
+                    metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - arrived) * 1000)
+            if self._frame(queue):
+                due = time.perf_counter() + self.frame_interval
             metrics.queue_max = queue.max_depth
             metrics.backpressure_waits = queue.backpressure_waits
             metrics.backpressure_ms = queue.backpressure_seconds * 1000
@@ -87,3 +78,35 @@ class FramePump:
                 on_frame()
             if queue.finished:
                 return
+
+    def _frame(self, queue: PieceQueue) -> bool:
+        """Drain the queue and show what it held as one update; whether there was anything."""
+        metrics, reply = self._metrics, self._metrics.reply
+        tracing = TRACE.recording  # one attribute read per frame while not recording
+        if tracing:
+            with TRACE.span("drain"):
+                pieces = queue.drain()
+        else:
+            pieces = queue.drain()
+        metrics.queue_depth = len(pieces)
+        if not pieces:
+            return False
+        metrics.trace_frame(len(pieces), metrics.loop_lag_ms.last or 0.0)
+        began = time.perf_counter()
+        text = "".join(piece.text for piece in pieces)
+        if tracing:
+            with TRACE.span("apply", pieces=len(pieces), chars=len(text)):
+                self._apply(text)
+        else:
+            self._apply(text)
+        shown = time.perf_counter()
+        metrics.frame_cost_ms.add((shown - began) * 1000)
+        metrics.token_to_screen_ms.extend((shown - p.produced_at) * 1000 for p in pieces)
+        if reply.first_shown_at is None:
+            reply.first_shown_at = shown
+            reply.first_produced_at = pieces[0].produced_at
+        reply.last_shown_at = shown
+        reply.last_produced_at = pieces[-1].produced_at
+        reply.pieces_shown += len(pieces)
+        reply.frames += 1
+        return True

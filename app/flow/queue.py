@@ -85,6 +85,30 @@ class PieceQueue:
         self._wake_async()
         return items
 
+    async def wait_async(self, timeout: float | None = None) -> None:
+        """Wait, without blocking the loop, until a piece is there or the reply ended.
+
+        Takes nothing (the frame pump drains when its frame is due). Returns after
+        ``timeout`` seconds at the latest. The worker's next :meth:`put` wakes it with one
+        call to the loop, whatever the number of pieces; while pieces keep coming within a
+        frame, nobody waits and the worker calls nothing.
+        """
+        with self._cond:
+            # Not Stop: after it, the pump waits for the worker to end the queue.
+            if self._items or self._ended:
+                return
+            event = asyncio.Event()
+            self._arrival = (asyncio.get_running_loop(), event)
+        try:
+            async with asyncio.timeout(timeout):
+                await event.wait()
+        except TimeoutError:
+            pass
+        finally:
+            with self._cond:
+                if self._arrival is not None and self._arrival[1] is event:
+                    self._arrival = None
+
     def _wake_async(self) -> None:
         # Drain and Stop may come from another thread than the loop an async producer waits on.
         if self._space is not None and self._space_loop is not None:
@@ -156,6 +180,11 @@ class PieceQueue:
             self._ended = True
         self._remove_listener()
         self._wake_reader()
+
+    def first_produced_at(self) -> float | None:
+        """When the oldest piece waiting was produced (None: none waits)."""
+        with self._cond:
+            return self._items[0].produced_at if self._items else None
 
     @property
     def depth(self) -> int:
