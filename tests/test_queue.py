@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -10,6 +11,7 @@ import pytest
 
 from app.engine import StopSignal
 from app.flow.queue import PieceQueue
+from tests.conftest import Loop
 
 
 def test_stalled_consumer_makes_producer_wait_and_loses_nothing() -> None:
@@ -79,3 +81,24 @@ def test_stop_signal_runs_late_listeners_and_ignores_second_set() -> None:
     stop.add_listener(lambda: calls.append("late"))
     assert calls == ["early", "late"]
     assert stop.set_at is not None
+
+
+def test_a_waiting_pump_is_woken_by_each_kind_of_producer(loop: Loop) -> None:
+    """wait_async returns on a piece from the loop (a remote stream) and from a thread."""
+
+    async def scenario() -> list[str]:
+        queue = PieceQueue(8, StopSignal())
+        asyncio.get_running_loop().call_later(
+            0.05, lambda: asyncio.ensure_future(queue.put_async("a"))
+        )
+        await asyncio.wait_for(queue.wait_async(), timeout=5)  # a hang here fails the test
+        threading.Timer(0.05, lambda: queue.put("b")).start()
+        first = [p.text for p in queue.drain()]
+        await asyncio.wait_for(queue.wait_async(), timeout=5)
+        threading.Timer(0.05, queue.end).start()
+        second = [p.text for p in queue.drain()]
+        await asyncio.wait_for(queue.wait_async(), timeout=5)
+        assert queue.finished
+        return first + second
+
+    assert loop.run_until_complete(scenario()) == ["a", "b"]

@@ -140,6 +140,8 @@ class PieceQueue:
             self._items.append(Piece(text, produced_at))
             self.pieces_in += 1
             self.max_depth = max(self.max_depth, len(self._items))
+        if self._arrival is not None:
+            self._wake_reader()
         return True
 
     def put(self, text: str) -> bool:
