@@ -276,6 +276,22 @@ def test_the_memory_estimate_counts_weights_and_kv_cache_and_recommends_one(
     # The header came by range requests: a few, never the whole file.
     assert all(r is not None for r in file_gets(fake_hub, "Tiny-Q2_K.gguf"))
     assert judge(10, 0) is Fit.TIGHT  # memory unknown: never "fits" blindly
+    # With a GPU: what fits it whole says so and is recommended first (many times faster);
+    # what does not runs partly from RAM, which is judged for the rest.
+    gpu = needs[1]
+    on_gpu = assess(
+        client,
+        listing.choices,
+        lambda path: hub.file_url(repo.repo_id, repo.sha, path),
+        hub.headers(),
+        n_ctx=1024,
+        memory=memory,
+        gpu=gpu,
+    )
+    fits = [e.fit for e in on_gpu.estimates]
+    assert fits[:2] == [Fit.GPU, Fit.GPU]
+    assert fits[2:] == [judge(n - gpu, memory) for n in needs[2:]]
+    assert on_gpu.recommended == 1  # the largest that fits the GPU
 
 
 @pytest.mark.model
