@@ -218,6 +218,43 @@ def test_a_gpu_build_that_cannot_be_made_leaves_the_cpu_build_and_says_why(
     assert (record["gpu"], record["asked_gpu"]) == ("none", "none")  # setup asks no more
 
 
+def test_headers_installed_by_setup_decide_the_patches_of_the_build_that_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh Debian 12 has no Vulkan headers until setup installs them: the build planned
+    # before that had no patch, and failed to compile (what a fresh machine showed).
+    header = tmp_path / "vulkan_core.h"
+    monkeypatch.setattr(llama_wheel, "vulkan_header", lambda: header if header.exists() else None)
+    monkeypatch.setattr(llama_wheel.shutil, "which", lambda name: "/usr/bin/glslc")
+
+    def install_packages(packages: list[str]) -> bool:
+        header.write_text("#define VK_HEADER_VERSION 239\n")  # Debian 12's
+        return True
+
+    monkeypatch.setattr(llama_wheel, "install_system_packages", install_packages)
+    built: list[Build] = []
+
+    def build_wheel(build: Build, root: Path) -> Path:
+        built.append(build)
+        raise subprocess.CalledProcessError(1, "pip wheel")  # the CPU build is kept
+
+    monkeypatch.setattr(llama_wheel, "build_wheel", build_wheel)
+    cpu = plan("portable")
+    root = tmp_path / "wheels"
+    (root / cpu.folder_name).mkdir(parents=True)
+    (root / cpu.folder_name / "llama_cpp_python-0.3.36-py3-none-any.whl").write_bytes(b"")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / llama_wheel.RECORD_NAME).write_text(json.dumps({"digest": cpu.digest}))
+    llama_wheel.install(None, venv, root, gpu="vulkan")
+    assert [p.name for p in built[0].patches][-1] == "vulkan-layer-settings.patch"
+    header.unlink()
+    built.clear()
+    monkeypatch.setattr(llama_wheel, "cache_root", lambda: root)
+    assert llama_wheel.main(["--gpu", "vulkan", "--unpack", str(tmp_path / "unpacked")]) == 0
+    assert [p.name for p in built[0].patches][-1] == "vulkan-layer-settings.patch"
+
+
 def test_a_cpu_type_vulkan_device_is_no_gpu_to_build_for(monkeypatch: pytest.MonkeyPatch) -> None:
     from app.install import gpu_probe
 

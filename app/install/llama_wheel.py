@@ -457,7 +457,10 @@ def install(
     wheel = cached_wheel(build, root)
     if wheel is None and target != "none":
         problem = build_tools_problem(target)
-        if problem is None:
+        # The tools just installed (the Vulkan headers) decide the patches, so the digest.
+        build = plan(chosen, gpu=target)
+        wheel = cached_wheel(build, root)
+        if problem is None and wheel is None:
             try:
                 wheel = build_wheel(build, root)
             except (subprocess.CalledProcessError, OSError, StopIteration) as exc:
@@ -552,7 +555,10 @@ UNAVAILABLE = "UNAVAILABLE"
 def _unpack(profile: str, gpu: str, folder: Path) -> int:
     """``--unpack``: the build, or a file saying why there is none (never an error)."""
     build = plan(profile, gpu=gpu)
-    problem = None if cached_wheel(build, cache_root()) else build_tools_problem(gpu)
+    problem = None
+    if cached_wheel(build, cache_root()) is None:
+        problem = build_tools_problem(gpu)
+        build = plan(profile, gpu=gpu)  # the tools just installed decide the patches
     if problem is None:
         try:
             unpack(build, cache_root(), folder)
