@@ -18,7 +18,7 @@ from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
-from app.ui.chat.rows.text_block import TextBlock
+from app.ui.chat.rows.text_block import TextBlock, appended_text
 from app.ui.window.sidebar import Sidebar
 from tests.test_markdown import CORPUS, REASONING
 
@@ -347,3 +347,59 @@ def test_a_short_prompt_does_not_fold(view: ChatView) -> None:
     assert row.fold_button is not None
     assert not row.fold_button.isVisible()
     assert row.label.height() >= row.label.height_for(row.label.width())
+
+
+PROSE = (
+    "A plain paragraph that grows word by word, with *emphasis that grows*, **strong words**,"
+    ' `code spans`, a [link](https://example.org) and & < > "quotes" and  double  spaces.\n\n'
+    "- a list item that grows\n- and another one, *ending in emphasis*\n\n"
+    "# A heading that grows\n\nLast words, ending plainly"
+)
+
+
+@pytest.mark.parametrize("name", ["prose", *CORPUS])
+def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
+    view: ChatView, name: str
+) -> None:
+    # A row whose paragraph grew by plain words has them typed at its end instead of its HTML
+    # set again: after every update, each row's document must be what its HTML makes.
+    text = PROSE if name == "prose" else CORPUS[name]
+    rng = random.Random(7)
+    view.begin_reply("Model")
+    typed = 0
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 6)
+        view.append_to_reply(text[i : i + n])
+        i += n
+        for row in body_rows(view):
+            if not isinstance(row, TextRow):
+                continue
+            label = row.label
+            typed += label.typed
+            label.typed = 0
+            fresh = TextBlock()
+            fresh.set_html(label.text(), style_sheet=label.style_sheet)
+            assert label.document.toHtml() == fresh.document.toHtml(), label.text()
+    view.end_reply()
+    if name == "prose":
+        assert typed > 20  # the fast way was taken, not only the whole HTML every time
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "added"),
+    [
+        ("<p>Hello</p>\n", "<p>Hello world</p>\n", " world"),
+        ("<p>a <em>b</em></p>", "<p>a <em>bc</em></p>", "c"),
+        ("<p>a <em>b</em></p>", "<p>a <em>b</em> c</p>", None),  # after a closed tag
+        ("<p>a</p>", "<p>a &amp; b</p>", None),  # an entity
+        ("<p>a</p>", "<p>a  b</p>", None),  # HTML folds a double space
+        ("<p>a</p>", "<p>a\nb</p>", None),  # and a line break
+        ("<p>a</p>", "<p>a b </p>", None),  # and a space at the end
+        ("<p>a</p>", "<p>b</p>", None),
+        ("<table><tr><td>a</td></tr></table>", "<table><tr><td>ab</td></tr></table>", None),
+        ("<p>a</p>", "<p>a</p><p>b</p>", None),
+    ],
+)
+def test_only_plain_words_at_the_end_are_typed(old: str, new: str, added: str | None) -> None:
+    assert appended_text(old, new) == added

@@ -12,6 +12,7 @@ through :attr:`TextBlock.link_activated`.
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt, QUrl, Signal, Slot
@@ -66,6 +67,41 @@ def _forget(block: TextBlock) -> None:
     _live.pop(id(block), None)
 
 
+_CLOSING_TAIL = re.compile(
+    r"(?:\s*</(?:p|li|ul|ol|h[1-6]|em|strong|b|i|s|del|code|a|span|body|html)>)+\s*\Z"
+)
+"""Closing tags that may end a rich block whose last paragraph grows: text put just before them
+lands in the document's last text block (a table or a code block ends in a frame, which a cursor
+at the document's end is not in, so they are not here)."""
+
+_NOT_PLAIN = re.compile(r"[<>&\t\n\r\f\v\u00a0\u2028\u2029]|  ")
+
+
+def appended_text(old: str, new: str) -> str | None:
+    """The text ``new`` adds at the end of ``old``'s last paragraph, if that is all it changes.
+
+    Both are HTML from the Markdown renderer. The answer is text that means the same typed
+    into the document as it does in HTML: no markup, no entity, no whitespace that HTML would
+    fold (a line break, a double space, a space at either edge where it could join another).
+    A streaming paragraph grows this way nearly every update, and typing the new words into
+    the laid-out document costs a small part of parsing the whole paragraph's HTML again.
+
+    Returns:
+        The added text, or None when the change is anything else (then ``new`` is set whole).
+    """
+    tail = _CLOSING_TAIL.search(old)
+    if tail is None or len(new) <= len(old):
+        return None
+    cut = tail.start()
+    head = old[:cut]
+    if not head or head[-1] in "> " or not new.startswith(head) or not new.endswith(old[cut:]):
+        return None
+    added = new[cut : cut + len(new) - len(old)]
+    if _NOT_PLAIN.search(added) or added.endswith(" "):
+        return None
+    return added
+
+
 def as_plain(text: str) -> str:
     """A document's text with its paragraph and line separators as newlines."""
     return text.replace("\u2029", "\n").replace("\u2028", "\n")
@@ -101,6 +137,8 @@ class TextBlock(QWidget):
         self._ideal: QSize | None = None
         self._selection = (0, 0)
         self._palette: QPalette | None = None
+        self.typed = 0
+        """How many updates typed their words into the document (the tests count them)."""
         self.setMouseTracking(True)  # a pointing hand over links
         self.setCursor(Qt.CursorShape.IBeamCursor)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
@@ -198,15 +236,30 @@ class TextBlock(QWidget):
                 ``html``: the document keeps it parsed, where a ``<style>`` would be parsed
                 again with every update of a streaming paragraph.
         """
+        document = self._document
+        added = (
+            appended_text(self._html, html)
+            if document is not None
+            and self._format == Qt.TextFormat.RichText
+            and style_sheet == self._style_sheet
+            else None
+        )
         self._format = Qt.TextFormat.RichText
         self._html = html
         self._laid = ""
         self._full = None
         self._new_content()
-        if self._document is not None:
+        if document is not None and added is not None:
+            # The words a streaming paragraph grew by, typed at its end in the format of the
+            # text before them: the document lays out only its last paragraph again.
+            cursor = QTextCursor(document)
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(added)
+            self.typed += 1
+        elif document is not None:
             if style_sheet != self._style_sheet:
-                self._document.setDefaultStyleSheet(style_sheet)
-            self._document.setHtml(html)
+                document.setDefaultStyleSheet(style_sheet)
+            document.setHtml(html)
         self._style_sheet = style_sheet
         self._changed()
 
