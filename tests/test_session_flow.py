@@ -246,6 +246,18 @@ def test_the_pump_wakes_only_when_there_is_something_to_show(loop: Loop) -> None
     assert session.metrics.token_to_screen_ms.percentile(50) < 4.0
 
 
+def test_a_reply_slower_than_the_screen_wakes_the_pump_once_a_piece(loop: Loop) -> None:
+    # Pieces 25 ms apart, as a small model on a slow machine makes them: each is shown as it
+    # comes, after one wake-up (its arrival), not two (a frame's clock, then the arrival).
+    backend = ScriptedBackend(["word "] * 40, rate=40)
+    session = ready_session(loop, backend)
+    session.send("go")
+    run_until(loop, lambda: not session.generating)
+    assert session.conversation.messages[-1].content == "word " * 40
+    assert session.metrics.reply.frames >= 30  # most pieces had a frame of their own
+    assert session.metrics.loop_lag_ms.count <= 48  # one wake-up each, and a few more
+
+
 def test_text_that_cannot_be_stored_is_replaced_where_it_enters(loop: Loop) -> None:
     backend = ScriptedBackend(["fine ", "\ud83d\ude00", " and ", "\udc80"])  # a pair, a lone one
     session = ready_session(loop, backend)

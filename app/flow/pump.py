@@ -54,21 +54,26 @@ class FramePump:
         reply = metrics.reply
         due = -math.inf  # when the next update may be shown: a frame after the last one
         while True:
+            # First a piece, then its frame: a piece that comes a frame or more after the last
+            # update (a reply at up to the screen's rate) costs one wake-up, its arrival; a
+            # clock that woke for the frame first would find the queue empty as often as not.
+            waiting_since: float | None = None
+            if queue.depth == 0 and not queue.finished:
+                waiting_since = time.perf_counter()
+                # Before the first piece, the prompt's progress still needs a word now and then.
+                idle = self.idle_interval if reply.first_shown_at is None else None
+                await queue.wait_async(idle)
             now = time.perf_counter()
             if now < due:
                 # An update was shown less than a frame ago: while a reply streams, more
                 # pieces come meanwhile, and the next frame shows them all at once.
                 await asyncio.sleep(due - now)
                 metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - due) * 1000)
-            if queue.depth == 0 and not queue.finished:
-                waiting_since = time.perf_counter()
-                # Before the first piece, the prompt's progress still needs a word now and then.
-                idle = self.idle_interval if reply.first_shown_at is None else None
-                await queue.wait_async(idle)
+            elif waiting_since is not None:
                 # How late the loop ran this: after a piece arrived, since it was produced.
                 arrived = queue.first_produced_at()
                 if arrived is not None and arrived >= waiting_since:
-                    metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - arrived) * 1000)
+                    metrics.loop_lag_ms.add(max(0.0, now - arrived) * 1000)
             if self._frame(queue):
                 due = time.perf_counter() + self.frame_interval
             metrics.queue_max = queue.max_depth
