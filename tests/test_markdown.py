@@ -639,3 +639,123 @@ def test_paragraphs_that_start_with_a_bracket_do_not_pile_up_in_the_tail() -> No
         longest = max(longest, stream.tail.count("\n"))
     assert longest <= 6
     assert_streams_as_whole(text, ("random",))
+
+
+_TYPING_FRAGMENTS = [
+    "word",
+    "a _b_",
+    "a *b*",
+    " ",
+    "  ",
+    "Ab",
+    "é",
+    "中文",
+    "1",
+    "12",
+    ",",
+    "?",
+    "!",
+    "'",
+    ":",
+    ".",
+    ")",
+    "\n",
+    "\n\n",
+    "*",
+    "**",
+    "_",
+    "`",
+    "~~",
+    "[",
+    "]",
+    "(x)",
+    "&amp",
+    ";",
+    "\\",
+    "#",
+    "-",
+    "=",
+    "|",
+    ">",
+    "<",
+    '"',
+    "\t",
+    "    ",
+    "[a]: /u",
+]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(
+    pieces=st.lists(st.sampled_from(_TYPING_FRAGMENTS), min_size=1, max_size=40),
+    cuts=st.lists(st.integers(1, 6), min_size=1, max_size=12),
+)
+def test_words_typed_onto_a_paragraph_show_what_a_parse_shows(
+    pieces: list[str], cuts: list[int]
+) -> None:
+    # Words added to the open paragraph are shown without parsing it again: every frame
+    # must still be what rendering the text so far at once gives.
+    text = "".join(pieces)
+    stream = MarkdownStream()
+    closed: list[Block] = []
+    i = 0
+    for n in itertools.cycle(cuts):
+        if i >= len(text):
+            break
+        update = stream.feed(text[i : i + n])
+        i += n
+        closed += update.closed
+        assert closed + update.open == render_blocks(text[:i]), repr(text[:i])
+
+
+def test_a_paragraph_that_grows_by_words_is_not_parsed_again_for_each() -> None:
+    md, parses = counting_parser()
+    stream = MarkdownStream(md)
+    words = [
+        "The",
+        "model",
+        "explains",
+        "something",
+        "at",
+        "length",
+        "here,",
+        "with",
+        "words",
+        "and",
+        "more",
+        "words",
+    ]
+    for word in words:
+        stream.feed(word + " ")
+    assert stream.typed >= len(words) - 2
+    assert len(parses) <= 2
+
+
+@pytest.mark.parametrize(
+    ("before", "added"),
+    [
+        ("a _foo_", "bar"),  # the closer now has a letter after it: it closes nothing
+        ("a *foo*", "bar"),
+        ("Hello\n* ", "b"),  # a list item that interrupts the paragraph
+        ("Hello\n1.", " b"),
+        ("a &amp", ";"),  # an entity
+        ("a \\", ","),  # an escape
+        ("[a](b", ")"),  # a link
+        ("a [b]", "(c)"),
+        ("Hello ", "world"),
+        ("Hello", "   "),
+        ("a `b", " c`"),
+        ("x" * 998, "yyyy"),  # a run too long to parse
+        ("a\tb ", "c"),
+        ("## Title\n\nThe", " model"),  # the heading is open until the paragraph's line ends
+        ("- item\nword", " more"),  # a lazy continuation of the item
+        ("> quote\nword", " more"),
+        ("| a |\n| - |\n| 1 |\nword", " more"),
+        ("Title\n===\n\nword", " more"),
+    ],
+)
+def test_what_is_typed_onto_a_paragraph_reads_as_a_parse_reads_it(before: str, added: str) -> None:
+    stream = MarkdownStream()
+    closed = stream.feed(before).closed
+    update = stream.feed(added)
+    assert closed + update.closed + update.open == render_blocks(before + added)

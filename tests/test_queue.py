@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import time
@@ -10,6 +11,8 @@ import time
 import pytest
 
 from app.engine import StopSignal
+from app.flow.metrics import FlowMetrics
+from app.flow.pump import FramePump
 from app.flow.queue import PieceQueue
 from tests.conftest import Loop
 
@@ -84,21 +87,41 @@ def test_stop_signal_runs_late_listeners_and_ignores_second_set() -> None:
 
 
 def test_a_waiting_pump_is_woken_by_each_kind_of_producer(loop: Loop) -> None:
-    """wait_async returns on a piece from the loop (a remote stream) and from a thread."""
+    """The pump waits for a piece from the loop (a remote stream), from a thread, and the end."""
+    shown: list[str] = []
+    metrics = FlowMetrics(queue_bound=8)
 
-    async def scenario() -> list[str]:
+    async def scenario() -> None:
         queue = PieceQueue(8, StopSignal())
-        asyncio.get_running_loop().call_later(
-            0.05, lambda: asyncio.ensure_future(queue.put_async("a"))
-        )
-        await asyncio.wait_for(queue.wait_async(), timeout=5)  # a hang here fails the test
+        pump = FramePump(1 / 60, shown.append, metrics)
+        pumping = asyncio.ensure_future(pump.run(queue))
+        await asyncio.sleep(0.05)
+        await queue.put_async("a")
+        await asyncio.sleep(0.1)
         threading.Timer(0.05, lambda: queue.put("b")).start()
-        first = [p.text for p in queue.drain()]
-        await asyncio.wait_for(queue.wait_async(), timeout=5)
+        await asyncio.sleep(0.2)
         threading.Timer(0.05, queue.end).start()
-        second = [p.text for p in queue.drain()]
-        await asyncio.wait_for(queue.wait_async(), timeout=5)
-        assert queue.finished
-        return first + second
+        await asyncio.wait_for(pumping, timeout=5)  # a hang here fails the test
 
-    assert loop.run_until_complete(scenario()) == ["a", "b"]
+    loop.run_until_complete(scenario())
+    assert shown == ["a", "b"]
+    # Before the first piece it ticks for the prompt's progress; after it, only pieces and
+    # the end wake it.
+    assert metrics.reply.frames == 2
+
+
+def test_a_pump_stopped_while_it_waits_leaves_no_wake_behind(loop: Loop) -> None:
+    metrics = FlowMetrics(queue_bound=8)
+    queue = PieceQueue(8, StopSignal())
+
+    async def scenario() -> None:
+        pump = FramePump(1 / 60, lambda text: None, metrics)
+        pumping = asyncio.ensure_future(pump.run(queue))
+        await asyncio.sleep(0.05)
+        pumping.cancel()  # the window closed: the reply's task is cancelled
+        with contextlib.suppress(asyncio.CancelledError):
+            await pumping
+
+    loop.run_until_complete(scenario())
+    assert queue.put("late")  # the worker's next piece calls no pump that is gone
+    queue.end()

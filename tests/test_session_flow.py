@@ -255,7 +255,20 @@ def test_a_reply_slower_than_the_screen_wakes_the_pump_once_a_piece(loop: Loop) 
     run_until(loop, lambda: not session.generating)
     assert session.conversation.messages[-1].content == "word " * 40
     assert session.metrics.reply.frames >= 30  # most pieces had a frame of their own
-    assert session.metrics.loop_lag_ms.count <= 48  # one wake-up each, and a few more
+    assert session.metrics.reply.wakes <= 48  # one wake-up each, and a few more
+
+
+def test_a_reply_faster_than_the_screen_wakes_the_pump_once_a_frame(loop: Loop) -> None:
+    # Pieces 6 ms apart: the frame's clock wakes the pump, and the pieces that came meanwhile
+    # are shown together; their arrivals wake nothing.
+    backend = ScriptedBackend(["word "] * 150, rate=160)
+    session = ready_session(loop, backend)
+    session.send("go")
+    run_until(loop, lambda: not session.generating)
+    assert session.conversation.messages[-1].content == "word " * 150
+    frames = session.metrics.reply.frames
+    assert frames < 100  # pieces were shown several to a frame
+    assert session.metrics.reply.wakes <= frames * 1.25 + 4  # one wake-up per frame
 
 
 def test_text_that_cannot_be_stored_is_replaced_where_it_enters(loop: Loop) -> None:

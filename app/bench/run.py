@@ -99,6 +99,17 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
     }
 
 
+async def _window_cost_alone(setup: Setup) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="floodgate-bench-threads-") as folder:
+        setup.log("opening the app…")
+        window = await open_app(setup, open_llama, setup.greedy, ThreadChoices(Path(folder)))
+        try:
+            setup.log("what the window's threads cost the decode threads…")
+            return await window_cost_section(setup, window)
+        finally:
+            await close_app(window)
+
+
 async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> dict[str, Any]:
     """Prompt processing against llama-cpp-python, and the time to first token."""
     setup.log("prompt processing (llama-cpp-python, with and without progress)…")
@@ -117,11 +128,13 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = ("server", "download", "ttft_ms", "gpu")
+SECTIONS = ("server", "download", "ttft_ms", "gpu", "window_cost", "long_reply", "large_messages")
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
-Alone, ``ttft_ms`` runs at ``--threads`` (default: every physical core) rather than at the
-count the app's worker would measure, and without the prefill pairs' progress cost.
+Alone, ``window_cost`` opens the app as the whole run does (its worker measures its decode
+threads first, unless ``--threads`` sets them); ``ttft_ms`` runs at ``--threads`` (default:
+every physical core) rather than at the count the app's worker would measure, and without the
+prefill pairs' progress cost.
 """
 
 
@@ -141,6 +154,17 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     if only == "download":
         setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
         return {"download": await download(setup), "machine": machine(setup)}
+    if only == "window_cost":
+        return {"window_cost": await _window_cost_alone(setup), "machine": machine(setup)}
+    if only == "long_reply":
+        setup.log("long reply, and its hostile shapes…")
+        long = long_reply(setup.plan)
+        long["shapes"] = shapes(setup.plan, setup.log)
+        return {"long_reply": long, "machine": machine(setup)}
+    if only == "large_messages":
+        setup.log("one large message built, streamed, cleared and sent…")
+        large = large_messages_apart(setup.plan.large_chars, setup.log)
+        return {"large_messages": large, "machine": machine(setup)}
     if only == "ttft_ms":
         cores = setup.options.n_threads or physical_cores()
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)

@@ -87,6 +87,8 @@ class ReplyFigures:
     last_produced_at: float | None = None
     pieces_shown: int = 0
     frames: int = 0
+    wakes: int = 0
+    """How many times the frame pump woke the UI thread (a frame's clock, a piece's arrival)."""
 
     @property
     def time_to_first_piece_ms(self) -> float | None:

@@ -7,6 +7,7 @@ import contextlib
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from app.engine.stop import StopSignal
@@ -45,7 +46,8 @@ class PieceQueue:
         self.pieces_in = 0
         self._space: asyncio.Event | None = None
         self._space_loop: asyncio.AbstractEventLoop | None = None
-        self._arrival: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._arrival: Callable[[], None] | None = None
+        """What wakes the reader that waits (one call for the next piece, end or Stop)."""
         self._remove_listener = stop.add_listener(self._wake)
 
     def _wake(self) -> None:
@@ -55,14 +57,45 @@ class PieceQueue:
         self._wake_reader()
 
     def _wake_reader(self) -> None:
-        # A reader waiting in take_async, on its own loop (the API server's); it asked for
-        # one wake-up, so a fast producer costs one call per wait, not one per piece.
+        # The reader that waits asked for one wake-up, so a fast producer costs one call per
+        # wait, not one per piece.
         with self._cond:
             arrival, self._arrival = self._arrival, None
         if arrival is not None:
-            loop, event = arrival
+            with contextlib.suppress(RuntimeError):  # its reader is gone (a deleted QObject)
+                arrival()
+
+    def wake_on_arrival(self, wake: Callable[[], None]) -> bool:
+        """Have ``wake`` called once, from the producer's thread, at the next piece or end.
+
+        Stop calls it too. The frame pump passes a queued Qt signal's ``emit``: the
+        cheapest way into the UI thread from another (a tenth of a millisecond of its
+        time, where asyncio's ``call_soon_threadsafe`` under qasync took a third).
+
+        Returns:
+            False, and registers nothing, if a piece or the end is already there.
+        """
+        with self._cond:
+            if self._items or self._ended:
+                return False
+            self._arrival = wake
+            return True
+
+    def forget_wake(self, wake: Callable[[], None]) -> None:
+        """Take back a wake-up asked for with :meth:`wake_on_arrival` (if not used yet)."""
+        with self._cond:
+            if self._arrival is wake:
+                self._arrival = None
+
+    @staticmethod
+    def _event_setter(event: asyncio.Event) -> Callable[[], None]:
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
             with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
                 loop.call_soon_threadsafe(event.set)
+
+        return wake
 
     async def take_async(self) -> list[Piece]:
         """Wait, without blocking the loop, until pieces are there or the reply ended; take them.
@@ -80,34 +113,10 @@ class PieceQueue:
                     self._cond.notify_all()
                     break
                 event = asyncio.Event()
-                self._arrival = (asyncio.get_running_loop(), event)
+                self._arrival = self._event_setter(event)
             await event.wait()
         self._wake_async()
         return items
-
-    async def wait_async(self, timeout: float | None = None) -> None:
-        """Wait, without blocking the loop, until a piece is there or the reply ended.
-
-        Takes nothing (the frame pump drains when its frame is due). Returns after
-        ``timeout`` seconds at the latest. The worker's next :meth:`put` wakes it with one
-        call to the loop, whatever the number of pieces; while pieces keep coming within a
-        frame, nobody waits and the worker calls nothing.
-        """
-        with self._cond:
-            # Not Stop: after it, the pump waits for the worker to end the queue.
-            if self._items or self._ended:
-                return
-            event = asyncio.Event()
-            self._arrival = (asyncio.get_running_loop(), event)
-        try:
-            async with asyncio.timeout(timeout):
-                await event.wait()
-        except TimeoutError:
-            pass
-        finally:
-            with self._cond:
-                if self._arrival is not None and self._arrival[1] is event:
-                    self._arrival = None
 
     def _wake_async(self) -> None:
         # Drain and Stop may come from another thread than the loop an async producer waits on.

@@ -119,6 +119,11 @@ class BlockUpdate:
     open: list[Block] = field(default_factory=list)
 
 
+_PARAGRAPH_END = "</p>\n"
+
+_TYPABLE = frozenset(" ,.?!':-")
+"""Besides letters and digits, the characters typed onto a paragraph without a parse."""
+
 _LIST_ITEM_LINE = re.compile(r" {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t\n]|$)")
 _BLOCK_END = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*(?=[^ \t\n])")
 
@@ -183,8 +188,13 @@ class MarkdownStream:
         self._segments = Segmenter(self._md, self._held)
         self._overflow: _Overflow | None = None
         self._retry_at = 0
+        self._typing: list[Block] | None = None
+        """The open blocks, when the last is a paragraph that words typed onto its last line
+        can be shown in without a parse."""
         self.closed_count = 0
         """How many blocks are final so far."""
+        self.typed = 0
+        """How many updates were words typed onto the open paragraph (no parse)."""
 
     @property
     def tail(self) -> str:
@@ -199,11 +209,57 @@ class MarkdownStream:
         if text.endswith("\r"):
             # It may be the first half of "\r\n": decide when the next piece comes.
             text, self._held_cr = text[:-1], True
-        self._live += text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        typed = self._type(text) if self._typing is not None else None
+        if typed is not None:
+            return typed
+        self._live += text
         return self._update(final=False)
+
+    def _type(self, text: str) -> BlockUpdate | None:
+        """Words added to the open paragraph's last line, shown without parsing (or None).
+
+        Most updates of a streaming reply add a word or two to a paragraph. Parsing its whole
+        text again was half of what a frame cost the window; where CommonMark cannot read the
+        words as anything but text, the paragraph's HTML is the one it had, plus them. That is
+        so when: the words are letters, digits, spaces and ``,.?!':-`` (no character that opens,
+        closes or escapes anything, no entity's ``;``, no line break), the text before them
+        ends in a letter, digit or space (so no delimiter next to them changes what it can
+        close), and the last line begins with a letter (so it is no list item, heading or
+        other block in the making). Anything else, and any threshold the parse would act on
+        (segmenting, overflow, a long run), goes the usual way.
+        """
+        shown = self._typing
+        live = self._live
+        assert shown is not None
+        if not text or not live or not (live[-1] == " " or live[-1].isalnum()):
+            return None
+        if not all(c.isalnum() or c in _TYPABLE for c in text):
+            return None
+        grown = live + text
+        if len(grown) - max(grown.rfind(" "), grown.rfind("\n")) > LONG_RUN:
+            return None  # a run of non-blank characters this long is shown as written
+        cost = parse_cost(grown)
+        lines = grown.count("\n")
+        if cost >= OVERFLOW_COST or (
+            len(grown) >= self._retry_at and (lines >= SEGMENT_LINES or cost >= SEGMENT_COST)
+        ):
+            return None
+        trailing = live[len(live.rstrip()) :]
+        if trailing.strip(" "):
+            return None  # a tab before the words: left to the parser
+        added = (trailing + text).rstrip(" ")
+        block = shown[-1]
+        html = block.html[: -len(_PARAGRAPH_END)] + added + _PARAGRAPH_END
+        shown = [*shown[:-1], replace(block, html=html, source=block.source + text)]
+        self._live = grown
+        self._typing = shown
+        self.typed += 1
+        return self._emit(shown)
 
     def finish(self) -> BlockUpdate:
         """The text is complete: every block is final."""
+        self._typing = None
         if self._held_cr:
             self._live += "\n"
             self._held_cr = False
@@ -225,7 +281,31 @@ class MarkdownStream:
         if final:
             self._held.remember_definitions(env, len(lines))
             return self._finish_reply()
-        return self._emit(self._show_open(groups, lines, env))
+        shown = self._show_open(groups, lines, env)
+        self._typing = self._typable(groups, shown)
+        return self._emit(shown)
+
+    def _typable(self, groups: list[list[Token]], shown: list[Block]) -> list[Block] | None:
+        """The open blocks, if the last is a paragraph whose last line words may be typed onto.
+
+        The blocks before it are still open only because its first line is not complete
+        (see :meth:`_complete_groups`); words that keep that line a paragraph's change none
+        of them.
+        """
+        if self._overflow is not None or self._segments.active is not None:
+            return None
+        if not groups or len(shown) != len(groups):
+            return None
+        if [token.type for token in groups[-1]] != ["paragraph_open", "inline", "paragraph_close"]:
+            return None
+        block = shown[-1]
+        if block.part or block.continued or not block.html.endswith(_PARAGRAPH_END):
+            return None
+        line = self._live[self._live.rfind("\n") + 1 :]
+        words = line.lstrip(" ")
+        if not words or not words[0].isalpha() or len(line) - len(words) > 3:
+            return None
+        return shown
 
     def _end_overflow(self, over: _Overflow, final: bool) -> bool:
         """Close the overflowing block if it has ended; returns whether it did."""
