@@ -488,3 +488,32 @@ def test_large_messages_see_a_stall_and_build_what_they_measure(
     assert len(text) == 20_000
     for part in ("## Section", "- item", "```python", "| a | b | c |", "> a quote"):
         assert part in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> None:
+    import ctypes
+
+    from app.bench.window_cost import WORKER_NAME, read_threads, window_cost
+
+    def decode() -> None:
+        # Named as the worker's QThread names its native thread (and its OpenMP team).
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, WORKER_NAME.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+
+    before = read_threads()
+    began = time.perf_counter()
+    worker = threading.Thread(target=decode)
+    worker.start()
+    worker.join()
+    seconds = time.perf_counter() - began
+    after = read_threads()
+    assert after.decode - before.decode >= 0.29  # the busy thread counted as decoding
+    assert after.ui - before.ui < 0.25  # this thread only waited for it
+    figures = window_cost(before, after, seconds, tokens=30, threads=1)
+    assert 0 < figures["cpu_share"] < 1
+    assert 0.5 < figures["decode_busy"] <= 1.05
+    assert figures["ui_ms_per_token"] == pytest.approx((after.ui - before.ui) * 1000 / 30, 0.01)

@@ -14,7 +14,8 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
   count (how busy they keep the cores they were given; barriers where one waits for the other
   and the time the worker's Python holds the second idle show here);
 - ``decode_waited_ms_per_token``: how long the decode threads were ready to run but waited
-  for a core (taken by the window's threads, or by other programs).
+  for a core (taken by the window's threads, or by other programs);
+- ``wakes_per_update``: how many times the frame pump woke the UI thread per update shown.
 """
 
 from __future__ import annotations
@@ -108,8 +109,12 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
         await ask(window, STORY)
         after = read_threads()
         seconds = time.perf_counter() - began
+        reply = session.metrics.reply
         runs.append(
-            window_cost(before, after, seconds, session.metrics.reply.pieces_shown, threads)
+            window_cost(before, after, seconds, reply.pieces_shown, threads)
+            # How many times the frame pump woke the UI thread per update it showed (1 is
+            # the least: each wake-up showed something).
+            | {"wakes_per_update": round(reply.wakes / reply.frames, 3) if reply.frames else 0.0}
         )
     return {key: round(statistics.median(run[key] for run in runs), 4) for key in runs[0]} | {
         "replies": len(runs),

@@ -137,8 +137,10 @@ class FramePump(QObject):
         return self.frame_interval / 8
 
     def _set_clock(self, at: float) -> None:
+        # Whole milliseconds, rounded down: a frame shown a fraction of a millisecond early
+        # costs nothing, one shown late adds to every piece's time to the screen.
         self._clock_for = at
-        self._clock.start(max(0, math.ceil((at - time.perf_counter()) * 1000)))
+        self._clock.start(max(0, int((at - time.perf_counter()) * 1000)))
 
     # -- what it does when woken ------------------------------------------------------------
 
