@@ -496,6 +496,8 @@ def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> No
 
     from app.bench.window_cost import WORKER_NAME, read_threads, window_cost
 
+    decoded, read = threading.Event(), threading.Event()
+
     def decode() -> None:
         # Named as the worker's QThread names its native thread (and its OpenMP team).
         libc = ctypes.CDLL(None)
@@ -503,17 +505,23 @@ def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> No
         end = time.thread_time() + 0.3
         while time.thread_time() < end:
             pass
+        decoded.set()
+        read.wait(30)  # alive while it is read: a thread that ended leaves /proc's list
 
     before = read_threads()
     began = time.perf_counter()
     worker = threading.Thread(target=decode)
     worker.start()
-    worker.join()
+    assert decoded.wait(30)
     seconds = time.perf_counter() - began
     after = read_threads()
+    read.set()
+    worker.join()
     assert after.decode - before.decode >= 0.29  # the busy thread counted as decoding
     assert after.ui - before.ui < 0.25  # this thread only waited for it
     figures = window_cost(before, after, seconds, tokens=30, threads=1)
     assert 0 < figures["cpu_share"] < 1
-    assert 0.5 < figures["decode_busy"] <= 1.05
+    busy = (after.decode - before.decode) / seconds
+    assert figures["decode_busy"] == pytest.approx(busy, abs=1e-3)
+    assert 0 < figures["decode_busy"] <= 1.05  # one thread cannot be busier than its core
     assert figures["ui_ms_per_token"] == pytest.approx((after.ui - before.ui) * 1000 / 30, 0.01)
