@@ -27,13 +27,20 @@ import pytest
 from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.downloads.errors import DownloadError
 from app.downloads.estimate import (
+    Assessment,
     Fit,
     assess,
     judge,
     model_shape,
     remote_header,
 )
-from app.downloads.files import HubFile, local_name, model_choices, quantization_of
+from app.downloads.files import (
+    HubFile,
+    ModelChoice,
+    local_name,
+    model_choices,
+    quantization_of,
+)
 from app.downloads.hub import Hub, save_token
 from app.downloads.queue import DownloadQueue, DownloadStatus, State
 from app.downloads.transfer import (
@@ -244,14 +251,14 @@ def test_the_memory_estimate_counts_weights_and_kv_cache_and_recommends_one(
     hub = Hub()
     listing = hub.repository(repo.repo_id)
     memory = 2_500_000
-    result = assess(
-        client,
-        listing.choices,
-        lambda path: hub.file_url(repo.repo_id, repo.sha, path),
-        hub.headers(),
-        n_ctx=1024,
-        memory=memory,
-    )
+
+    def estimate(choices: list[ModelChoice], n_ctx: int = 1024, gpu: int = 0) -> Assessment:
+        def url(path: str) -> str:
+            return hub.file_url(repo.repo_id, repo.sha, path)
+
+        return assess(client, choices, url, hub.headers(), n_ctx=n_ctx, memory=memory, gpu=gpu)
+
+    result = estimate(listing.choices)
     assert result.shape is not None
     # 4 layers x 2 KV heads x (32 + 32) x 2 bytes = 1 KiB a token.
     assert result.shape.kv_cache_bytes(1024) == 1024 * 1024
@@ -260,34 +267,14 @@ def test_the_memory_estimate_counts_weights_and_kv_cache_and_recommends_one(
     assert [e.fit for e in result.estimates] == [Fit.FITS, Fit.FITS, Fit.TIGHT, Fit.TOO_LARGE]
     assert listing.choices[result.recommended or 0].quantization == "Q4_K_M"
     # The context is capped at what the model was trained for (2048 here).
-    assert (
-        assess(
-            client,
-            listing.choices[:1],
-            lambda p: hub.file_url(repo.repo_id, repo.sha, p),
-            {},
-            n_ctx=100_000,
-            memory=memory,
-        )
-        .estimates[0]
-        .n_ctx
-        == 2048
-    )
+    assert estimate(listing.choices[:1], n_ctx=100_000).estimates[0].n_ctx == 2048
     # The header came by range requests: a few, never the whole file.
     assert all(r is not None for r in file_gets(fake_hub, "Tiny-Q2_K.gguf"))
     assert judge(10, 0) is Fit.TIGHT  # memory unknown: never "fits" blindly
     # With a GPU: what fits it whole says so and is recommended first (many times faster);
     # what does not runs partly from RAM, which is judged for the rest.
     gpu = needs[1]
-    on_gpu = assess(
-        client,
-        listing.choices,
-        lambda path: hub.file_url(repo.repo_id, repo.sha, path),
-        hub.headers(),
-        n_ctx=1024,
-        memory=memory,
-        gpu=gpu,
-    )
+    on_gpu = estimate(listing.choices, gpu=gpu)
     fits = [e.fit for e in on_gpu.estimates]
     assert fits[:2] == [Fit.GPU, Fit.GPU]
     assert fits[2:] == [judge(n - gpu, memory) for n in needs[2:]]

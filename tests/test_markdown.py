@@ -81,19 +81,24 @@ def test_streamed_in_random_pieces_renders_as_the_whole_text(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_every_frame_shows_the_text_so_far_as_if_rendered_at_once(name: str) -> None:
-    text = CORPUS[name]
     rng = random.Random(7)
+    assert_each_frame_renders_the_text_so_far(CORPUS[name], iter(lambda: rng.randint(1, 6), 0))
+
+
+def assert_each_frame_renders_the_text_so_far(text: str, sizes: Iterator[int]) -> MarkdownStream:
+    """Feed ``text`` in pieces of ``sizes``; every frame must show what a parse of it shows."""
     stream = MarkdownStream()
     closed: list[Block] = []
     i = 0
     while i < len(text):
-        n = rng.randint(1, 6)
+        n = next(sizes)
         update = stream.feed(text[i : i + n])
         i += n
         closed += update.closed
         if text[i - 1 : i] == "\r":
             continue  # a lone CR waits for the next piece to say whether it is CRLF
         assert closed + update.open == render_blocks(text[:i]), repr(text[:i])
+    return stream
 
 
 def test_blocks_join_into_what_markdown_it_renders_for_the_whole_text() -> None:
@@ -695,17 +700,7 @@ def test_words_typed_onto_a_paragraph_show_what_a_parse_shows(
 ) -> None:
     # Words added to the open paragraph are shown without parsing it again: every frame
     # must still be what rendering the text so far at once gives.
-    text = "".join(pieces)
-    stream = MarkdownStream()
-    closed: list[Block] = []
-    i = 0
-    for n in itertools.cycle(cuts):
-        if i >= len(text):
-            break
-        update = stream.feed(text[i : i + n])
-        i += n
-        closed += update.closed
-        assert closed + update.open == render_blocks(text[:i]), repr(text[:i])
+    assert_each_frame_renders_the_text_so_far("".join(pieces), itertools.cycle(cuts))
 
 
 def test_a_paragraph_that_grows_by_words_is_not_parsed_again_for_each() -> None:

@@ -110,6 +110,18 @@ async def _window_cost_alone(setup: Setup) -> dict[str, Any]:
             await close_app(window)
 
 
+def _long_reply(setup: Setup) -> dict[str, Any]:
+    setup.log("long reply, and its hostile shapes…")
+    long = long_reply(setup.plan)
+    long["shapes"] = shapes(setup.plan, setup.log)
+    return long
+
+
+def _large_messages(setup: Setup) -> dict[str, Any]:
+    setup.log("one large message built, streamed, cleared and sent…")
+    return large_messages_apart(setup.plan.large_chars, setup.log)
+
+
 async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> dict[str, Any]:
     """Prompt processing against llama-cpp-python, and the time to first token."""
     setup.log("prompt processing (llama-cpp-python, with and without progress)…")
@@ -157,14 +169,9 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     if only == "window_cost":
         return {"window_cost": await _window_cost_alone(setup), "machine": machine(setup)}
     if only == "long_reply":
-        setup.log("long reply, and its hostile shapes…")
-        long = long_reply(setup.plan)
-        long["shapes"] = shapes(setup.plan, setup.log)
-        return {"long_reply": long, "machine": machine(setup)}
+        return {"long_reply": _long_reply(setup), "machine": machine(setup)}
     if only == "large_messages":
-        setup.log("one large message built, streamed, cleared and sent…")
-        large = large_messages_apart(setup.plan.large_chars, setup.log)
-        return {"large_messages": large, "machine": machine(setup)}
+        return {"large_messages": _large_messages(setup), "machine": machine(setup)}
     if only == "ttft_ms":
         cores = setup.options.n_threads or physical_cores()
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
@@ -183,11 +190,8 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     tp = app["throughput"]
     setup.log("fire hose…")
     hose = await firehose(setup)
-    setup.log("long reply, and its hostile shapes…")
-    long = long_reply(setup.plan)
-    long["shapes"] = shapes(setup.plan, setup.log)
-    setup.log("one large message built, streamed, cleared and sent…")
-    large = large_messages_apart(setup.plan.large_chars, setup.log)
+    long = _long_reply(setup)
+    large = _large_messages(setup)
     setup.log("a model on a server (llama_cpp.server on loopback)…")
     server = await remote(setup)
     setup.log("Floodgate as a local API server…")

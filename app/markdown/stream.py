@@ -124,6 +124,21 @@ _PARAGRAPH_END = "</p>\n"
 _TYPABLE = frozenset(" ,.?!':-")
 """Besides letters and digits, the characters typed onto a paragraph without a parse."""
 
+
+@dataclass
+class _Typing:
+    """The open blocks while words may be typed onto the last (a paragraph), and its figures.
+
+    ``cost`` and ``lines`` are the open text's :func:`parse_cost` and line breaks, kept as
+    words come (the cost of a text is the sum of its parts', and typed words hold no line
+    break), so that a typed word costs the length of the word, not of the paragraph.
+    """
+
+    shown: list[Block]
+    cost: float
+    lines: int
+
+
 _LIST_ITEM_LINE = re.compile(r" {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t\n]|$)")
 _BLOCK_END = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*(?=[^ \t\n])")
 
@@ -188,8 +203,8 @@ class MarkdownStream:
         self._segments = Segmenter(self._md, self._held)
         self._overflow: _Overflow | None = None
         self._retry_at = 0
-        self._typing: list[Block] | None = None
-        """The open blocks, when the last is a paragraph that words typed onto its last line
+        self._typing: _Typing | None = None
+        """Set when the last open block is a paragraph that words typed onto its last line
         can be shown in without a parse."""
         self.closed_count = 0
         """How many blocks are final so far."""
@@ -229,9 +244,9 @@ class MarkdownStream:
         other block in the making). Anything else, and any threshold the parse would act on
         (segmenting, overflow, a long run), goes the usual way.
         """
-        shown = self._typing
+        typing = self._typing
         live = self._live
-        assert shown is not None
+        assert typing is not None
         if not text or not live or not (live[-1] == " " or live[-1].isalnum()):
             return None
         if not all(c.isalnum() or c in _TYPABLE for c in text):
@@ -239,21 +254,20 @@ class MarkdownStream:
         grown = live + text
         if len(grown) - max(grown.rfind(" "), grown.rfind("\n")) > LONG_RUN:
             return None  # a run of non-blank characters this long is shown as written
-        cost = parse_cost(grown)
-        lines = grown.count("\n")
+        cost = typing.cost + parse_cost(text)
         if cost >= OVERFLOW_COST or (
-            len(grown) >= self._retry_at and (lines >= SEGMENT_LINES or cost >= SEGMENT_COST)
+            len(grown) >= self._retry_at and (typing.lines >= SEGMENT_LINES or cost >= SEGMENT_COST)
         ):
             return None
         trailing = live[len(live.rstrip()) :]
         if trailing.strip(" "):
             return None  # a tab before the words: left to the parser
         added = (trailing + text).rstrip(" ")
-        block = shown[-1]
+        block = typing.shown[-1]
         html = block.html[: -len(_PARAGRAPH_END)] + added + _PARAGRAPH_END
-        shown = [*shown[:-1], replace(block, html=html, source=block.source + text)]
+        shown = [*typing.shown[:-1], replace(block, html=html, source=block.source + text)]
         self._live = grown
-        self._typing = shown
+        self._typing = _Typing(shown, cost, typing.lines)
         self.typed += 1
         return self._emit(shown)
 
@@ -285,7 +299,7 @@ class MarkdownStream:
         self._typing = self._typable(groups, shown)
         return self._emit(shown)
 
-    def _typable(self, groups: list[list[Token]], shown: list[Block]) -> list[Block] | None:
+    def _typable(self, groups: list[list[Token]], shown: list[Block]) -> _Typing | None:
         """The open blocks, if the last is a paragraph whose last line words may be typed onto.
 
         The blocks before it are still open only because its first line is not complete
@@ -305,7 +319,7 @@ class MarkdownStream:
         words = line.lstrip(" ")
         if not words or not words[0].isalpha() or len(line) - len(words) > 3:
             return None
-        return shown
+        return _Typing(shown, parse_cost(self._live), self._live.count("\n"))
 
     def _end_overflow(self, over: _Overflow, final: bool) -> bool:
         """Close the overflowing block if it has ended; returns whether it did."""
