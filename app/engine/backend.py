@@ -47,6 +47,10 @@ class EngineOptions:
             :mod:`app.engine.placement`).
         gpu_layers: layers offloaded to the GPU (None: as many as fit).
         gpu_memory_mb: the most GPU memory a model may take (0: what is free, less a margin).
+        parallel: replies decoded side by side, each in a sequence of its own with a KV cache
+            of ``n_ctx`` tokens (:mod:`app.engine.batch`); 0 chooses from the memory the
+            caches need and the memory there is (:func:`~app.engine.fit.choose_parallel`);
+            1 decodes one reply at a time.
         reuse_reply_tokens: keep a reply's tokens in the KV cache for the next prompt, so a
             follow-up does not process the reply again (about 1 s per 200 reply tokens with
             the default model on a CPU, tens of seconds with a 7B one), as llama.cpp's
@@ -68,6 +72,7 @@ class EngineOptions:
     compute: str = defaults.COMPUTE
     gpu_layers: int | None = defaults.GPU_LAYERS
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
+    parallel: int = 1
     reuse_reply_tokens: bool = True
 
 
@@ -280,6 +285,11 @@ class GenerationReport:
             oldest turns were shifted out).
         saved_seconds: what processing the ``cached_tokens`` would have cost, as far as the
             engine knows (the prompt cache's estimate for a restored state).
+        batch_size: replies in the batch at this reply's last step (1: decoded alone; 0:
+            not decoded side by side, :mod:`app.engine.batch`).
+        batch_peak: the most replies decoded side by side with this one, itself counted.
+        paused: it waits out of the batch for its reader to take what it has (live).
+        paused_seconds: how long it waited so, in all.
     """
 
     finish: FinishReason = "done"
@@ -296,6 +306,10 @@ class GenerationReport:
     python_ms_per_token: float = 0.0
     prefix_source: str = ""
     saved_seconds: float = 0.0
+    batch_size: int = 0
+    batch_peak: int = 0
+    paused: bool = False
+    paused_seconds: float = 0.0
 
 
 class Backend(Protocol):

@@ -205,6 +205,31 @@ def model_sizes(header: GGUFHeader, file_size: int) -> ModelSizes | None:
     )
 
 
+MOST_PARALLEL = 4
+"""The most replies side by side chosen without asking: past four, each stream's pace falls
+well below one alone's on a CPU, and the person's own reply is one of them."""
+
+PARALLEL_SHARE = 4
+"""The sequences' KV caches together may take at most this fraction (1/4) of the memory
+there is (RAM for a model on the CPU, the GPU's room beside the weights for one on a GPU)."""
+
+
+def choose_parallel(kv_per_sequence: int, available: int, most: int = MOST_PARALLEL) -> int:
+    """How many replies to decode side by side: as many caches as a share of memory holds.
+
+    Args:
+        kv_per_sequence: one sequence's KV cache at the context asked for, in bytes.
+        available: the memory there is for them (free RAM, or the GPU's room).
+        most: the most to choose.
+
+    Returns:
+        Between 1 and ``most``.
+    """
+    if kv_per_sequence <= 0:
+        return 1
+    return max(1, min(most, available // PARALLEL_SHARE // kv_per_sequence))
+
+
 def margin(total: int) -> int:
     """What is left free on a device of ``total`` bytes: 1 GiB, or an eighth of a small one."""
     return min(MARGIN_CAP, total // MARGIN_SHARE)

@@ -299,7 +299,7 @@ def decode_reply(
             if code != 0:
                 raise DecodeFailedError(code)
             append(token)
-        tail = _held_back(decoder, stops)
+        tail = held_back(decoder, stops)
         if tail:
             report.pieces += 1
             yield tail
@@ -308,8 +308,8 @@ def decode_reply(
             report.python_ms_per_token = python * 1000.0 / generated
 
 
-def _held_back(decoder: codecs.IncrementalDecoder, stops: StopStrings) -> str:
-    """What the reply shows once it ended by itself (called once, after the loop).
+def held_back(decoder: codecs.IncrementalDecoder, stops: StopStrings) -> str:
+    """What the reply shows once it ended by itself (called once, after its last token).
 
     Text held back for a possible stop string or for a character's remaining bytes is
     released; an unfinished character is dropped.

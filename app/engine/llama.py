@@ -8,6 +8,7 @@ per conversation in RAM and on disk (:mod:`app.engine.prompt_cache`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import platform
@@ -15,7 +16,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,6 +31,7 @@ from app.engine.backend import (
     ModelInfo,
     Placement,
 )
+from app.engine.batch import BatchDecoder
 from app.engine.chat_template import ChatTemplate, TemplateError
 from app.engine.errors import ModelLoadError
 from app.engine.generation import (
@@ -43,7 +45,14 @@ from app.engine.generation import (
 )
 from app.engine.model_card import CHAT_TEMPLATE_KEY, read_chat_template
 from app.engine.model_file import check_model_file
-from app.engine.placement import PlacementPlan, fell_back, free_now, measured_use, plan_placement
+from app.engine.placement import (
+    PlacementPlan,
+    fell_back,
+    free_now,
+    measured_use,
+    plan_placement,
+    resolve_parallel,
+)
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
 from app.engine.sequence import KvSequence, common_prefix
 from app.engine.stop import StopSignal
@@ -246,18 +255,35 @@ class LlamaBackend:
         self._abort = NativeAbortFlag()
         llama_cpp.llama_set_abort_callback(ctx, self._abort.callback, self._abort.data)
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
-        self._n_ctx = llm.n_ctx()
+        # Each sequence's own context (the whole context when it holds one sequence).
+        self._n_ctx = int(llama_cpp.llama_n_ctx_seq(ctx))
         # On a GPU the abort callback is seen only where the CPU computes (the token
         # embeddings, once per micro-batch) and llama_decode may return before the device
         # is done: prompts go in chunks of bounded device time, and each is waited for.
         self._on_gpu = placement.on_gpu
-        self._sequence = KvSequence(
-            ctx, int(llama_cpp.llama_n_batch(ctx)), synchronize=self._on_gpu
-        )
+        n_batch = int(llama_cpp.llama_n_batch(ctx))
+        self._sequences = [
+            KvSequence(ctx, n_batch, synchronize=self._on_gpu, seq_id=seq_id)
+            for seq_id in range(int(llama_cpp.llama_n_seq_max(ctx)))
+        ]
+        self._sequence = self._sequences[0]
         self._sampler = SamplerChain(self._vocab)
         self._pieces = TokenPieces(self._vocab)
         self._prompt = _Prompt(llm, path)
         self._closed = False
+        self.batch: BatchDecoder | None = None
+        """Replies side by side, when the context was opened for more than one."""
+        if len(self._sequences) > 1:
+            self.batch = BatchDecoder(
+                ctx,
+                self._vocab,
+                self,
+                self._sequences,
+                self._abort,
+                self._pieces,
+                prefill_chunk_seconds=self._chunk_seconds(),
+                synchronize=self._on_gpu,
+            )
         self._info = ModelInfo(
             path=path,
             # The file name is what the user chose and recognises; general.name is often a
@@ -302,31 +328,8 @@ class LlamaBackend:
         remove_listener = stop.add_listener(flag.raise_flag)
         try:
             yield from self._reply(messages, settings, stop, report, conversation, prompt)
-        except TemplateError as exc:
-            if not exc.stopped:
-                report.finish = "error"
-                report.error = exc.sentence
-        except _ContextOverflowError as exc:
-            report.finish = "error"
-            report.error = Sentence(
-                QT_TRANSLATE_NOOP(
-                    "Floodgate",
-                    "The conversation is too long for this model's context of {n_ctx} tokens "
-                    "({reason}). Start a new chat or shorten the prompt.",
-                ),
-                {"n_ctx": self._n_ctx, "reason": exc},
-            )
-        except GrammarError as exc:
-            report.finish = "error"
-            report.error = Sentence(
-                QT_TRANSLATE_NOOP("Floodgate", "The grammar could not be used: {reason}"),
-                {"reason": exc},
-            )
-        except DecodeFailedError as exc:
-            report.finish = "error"
-            report.error = Sentence(
-                QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
-            )
+        except (TemplateError, _ContextOverflowError, GrammarError, DecodeFailedError) as exc:
+            self.record_failure(exc, report)
         finally:
             if self._on_gpu:
                 # Work the device still runs (queued before Stop was seen) is computation:
@@ -338,6 +341,73 @@ class LlamaBackend:
         if stop.is_set() and report.finish != "error":
             report.finish = "stopped"
 
+    def record_failure(self, exc: Exception, report: GenerationReport) -> bool:
+        """Word an engine error in ``report`` for the user; False if ``exc`` is not one."""
+        if isinstance(exc, TemplateError):
+            if not exc.stopped:
+                report.finish = "error"
+                report.error = exc.sentence
+        elif isinstance(exc, _ContextOverflowError):
+            report.finish = "error"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "The conversation is too long for this model's context of {n_ctx} tokens "
+                    "({reason}). Start a new chat or shorten the prompt.",
+                ),
+                {"n_ctx": self._n_ctx, "reason": exc},
+            )
+        elif isinstance(exc, GrammarError):
+            report.finish = "error"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "The grammar could not be used: {reason}"),
+                {"reason": exc},
+            )
+        elif isinstance(exc, DecodeFailedError):
+            report.finish = "error"
+            report.error = Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
+            )
+        else:
+            return False
+        return True
+
+    def render_tokens(
+        self,
+        messages: Sequence[ChatMessage],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        plain: str | None,
+    ) -> tuple[list[int], tuple[str, ...]]:
+        """The prompt's token ids and the strings that end its reply.
+
+        Raises:
+            TemplateError: the chat template failed (or Stop was pressed while it ran).
+            _ContextOverflowError: the prompt does not fit a sequence's context.
+        """
+        self._note_caller()
+        if plain is None:
+            text, stop_strings, add_bos = self._prompt.render(messages, stop)
+        else:  # a plain text to continue, read as llama-cpp-python's create_completion does
+            text, stop_strings, add_bos = plain, (), True
+        prompt: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+        n_ctx = self._n_ctx
+        if len(prompt) >= n_ctx:
+            # llama-cpp-python's own words for it, which the sentence quotes.
+            raise _ContextOverflowError(
+                f"Requested tokens ({len(prompt)}) exceed context window of {n_ctx}"
+            )
+        if self.batch is not None:
+            self._take_back_context()
+        return prompt, stop_strings
+
+    def _chunk_seconds(self) -> float:
+        """How long a chunk of prompt processing should take (see EngineOptions)."""
+        chunk_seconds = self._options.prefill_chunk_seconds
+        if self._on_gpu:
+            chunk_seconds = min(chunk_seconds, GPU_CHUNK_SECONDS) if chunk_seconds else 0
+        return chunk_seconds
+
     def _reply(
         self,
         messages: Sequence[ChatMessage],
@@ -347,18 +417,9 @@ class LlamaBackend:
         conversation: str,
         plain: str | None = None,
     ) -> Generator[str, None, None]:
-        if plain is None:
-            text, stop_strings, add_bos = self._prompt.render(messages, stop)
-        else:  # a plain text to continue, read as llama-cpp-python's create_completion does
-            text, stop_strings, add_bos = plain, (), True
+        prompt, stop_strings = self.render_tokens(messages, settings, stop, plain)
         stop_strings += settings.stop
-        prompt: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
         n_ctx = self._n_ctx
-        if len(prompt) >= n_ctx:
-            # llama-cpp-python's own words for it, which the sentence quotes.
-            raise _ContextOverflowError(
-                f"Requested tokens ({len(prompt)}) exceed context window of {n_ctx}"
-            )
         report.prompt_tokens = len(prompt)
         if stop.is_set():
             return
@@ -366,14 +427,11 @@ class LlamaBackend:
         # Built before the prompt is processed: a grammar llama.cpp refuses costs no prefill.
         sampler = self._sampler.prepare(settings)
         self._take_back_context()
-        kept = self._prepare(prompt, conversation, report)
+        kept = self.prepare(sequence, prompt, conversation, report)
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
-        chunk_seconds = self._options.prefill_chunk_seconds
-        if self._on_gpu:
-            chunk_seconds = min(chunk_seconds, GPU_CHUNK_SECONDS) if chunk_seconds else 0
-        code = sequence.prefill(prompt, report, chunk_seconds)
+        code = sequence.prefill(prompt, report, self._chunk_seconds())
         if code == 0:
             report.prefill_ended_at = time.perf_counter()
         else:
@@ -382,7 +440,7 @@ class LlamaBackend:
                 # processed stays in place for a resume, and is handed to the cache when
                 # another conversation needs the context (_prepare keeps it first).
                 return
-            self._keep(conversation)
+            self._keep(sequence, conversation)
             if code == 1:
                 raise _ContextOverflowError(
                     f"no room in the KV cache (llama_decode returned {code})"
@@ -405,11 +463,10 @@ class LlamaBackend:
                 report=report,
             )
         finally:
-            self._settle_reply(conversation, generated_from)
+            self.settle(sequence, conversation, generated_from)
 
-    def _settle_reply(self, conversation: str, generated_from: int) -> None:
+    def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
         """After a reply, however it ended: what the KV record keeps of it, then keep that."""
-        sequence = self._sequence
         if not sequence.in_step():
             sequence.clear()
         elif not self._options.reuse_reply_tokens:
@@ -419,7 +476,7 @@ class LlamaBackend:
         elif sequence.rate:
             # What processing the reply's tokens as part of the next prompt would cost.
             sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
-        self._keep(conversation, at_end=True)
+        self._keep(sequence, conversation, at_end=True)
 
     def _take_back_context(self) -> None:
         """Forget the KV record if llama-cpp-python's own API used the context meanwhile.
@@ -430,17 +487,19 @@ class LlamaBackend:
         """
         if self._llm.n_tokens:
             self._llm.n_tokens = 0
-            self._sequence.clear()
-            self._sequence.conversation = None
+            for sequence in self._sequences:
+                sequence.clear()
+                sequence.conversation = None
 
-    def _prepare(self, prompt: list[int], conversation: str, report: GenerationReport) -> int:
-        """Make sequence 0 hold the longest prefix of ``prompt`` it can get without computing.
+    def prepare(
+        self, sequence: KvSequence, prompt: list[int], conversation: str, report: GenerationReport
+    ) -> int:
+        """Make ``sequence`` hold the longest prefix of ``prompt`` it can get without computing.
 
         The prefix shared in place, a state from the prompt cache, or (when the oldest turns
         were left out) the held tokens shifted down over them. At least the last prompt token
         is always left to process, for its logits. Returns how many tokens are held.
         """
-        sequence = self._sequence
         cache = self._cache
         if not sequence.in_step():
             sequence.clear()
@@ -452,7 +511,7 @@ class LlamaBackend:
         # Keep what is about to be lost: another conversation's prompt, or this one's branch
         # (a regenerated reply, an edited prompt) when a good part of it would go.
         if cache is not None and held and (switching or len(held) - reuse >= _KEEP_DISCARDED):
-            self._keep(sequence.conversation or conversation)
+            self._keep(sequence, sequence.conversation or conversation)
         continuing = sequence.conversation == conversation and reuse == len(held)
         if cache is not None and conversation and not continuing:
             hit = cache.lookup(conversation, prompt, longer_than=reuse)
@@ -483,14 +542,15 @@ class LlamaBackend:
             report.saved_seconds = sequence.seconds
         return len(sequence.tokens)
 
-    def _keep(self, conversation: str | None, *, at_end: bool = False) -> None:
-        """Hand sequence 0 to the prompt cache as ``conversation``'s.
+    def _keep(
+        self, sequence: KvSequence, conversation: str | None, *, at_end: bool = False
+    ) -> None:
+        """Hand ``sequence`` to the prompt cache as ``conversation``'s.
 
         At the end of a reply, only when it cost enough to be worth writing to disk (the
         cache keeps every conversation's newest state in RAM anyway when it is put before
         being replaced).
         """
-        sequence = self._sequence
         if self._cache is None or not conversation or not sequence.tokens:
             return
         if at_end and sequence.seconds < _DISK_WORTHY_SECONDS:
@@ -502,7 +562,10 @@ class LlamaBackend:
         if not sequence.in_step():
             return
         self._cache.put(
-            conversation, tuple(sequence.tokens), read_sequence(self._ctx, 0), sequence.seconds
+            conversation,
+            tuple(sequence.tokens),
+            read_sequence(self._ctx, sequence.seq_id),
+            sequence.seconds,
         )
 
     def _note_caller(self) -> None:
@@ -528,8 +591,9 @@ class LlamaBackend:
     def forget(self, conversation: str) -> None:
         """Drop everything kept of ``conversation`` (it was deleted)."""
         self._note_caller()
-        if self._sequence.conversation == conversation:
-            self._sequence.conversation = None
+        for sequence in self._sequences:
+            if sequence.conversation == conversation:
+                sequence.conversation = None
         if self._cache is not None:
             self._cache.forget(conversation)
 
@@ -560,6 +624,8 @@ class LlamaBackend:
             return
         self._closed = True
         self._sampler.close()
+        if self.batch is not None:
+            self.batch.close()
         if self._cache is not None:
             self._cache.close()
         llama_cpp.llama_set_abort_callback(self._ctx, llama_cpp.ggml_abort_callback(), None)
@@ -591,12 +657,15 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
     on the CPU, and the placement says so.
     """
     check_model_file(path)
-    plan = plan_placement(path, options)
-    llm, placement = _load(path, options, plan)
+    # From here on, n_ctx is the whole context: every sequence's (one per place in the batch).
+    whole = resolve_parallel(path, options)
+    plan = plan_placement(path, whole)
+    llm, placement = _load(path, whole, plan)
     cache: PromptCache | None = None
     if options.cache_ram_mb > 0 or options.cache_dir is not None:
         try:
-            identity = ModelIdentity.of(path, llm.n_ctx())
+            # A sequence's state is the same whatever the places beside it.
+            identity = ModelIdentity.of(path, int(llama_cpp.llama_n_ctx_seq(llm.ctx)))
         except OSError as exc:  # the file was readable a moment ago; run without a cache
             log.warning("Prompt cache off: %s", exc)
         else:
@@ -621,21 +690,22 @@ def _load(
         free_before = free_now(device) if layers else None
         _BUFFERS.start()
         try:
-            llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=options.n_threads or cores,
-                n_threads_batch=options.n_threads_batch or cores,
-                n_batch=options.n_batch,
-                n_ubatch=n_ubatch(options),
-                n_gpu_layers=layers,
-                # One device, or none: "CPU only" must mean that (with main_gpu -1 llama.cpp
-                # gives the model no GPU at all, so no operation is sent to one either).
-                split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE,
-                main_gpu=device.index if layers and device is not None else -1,
-                op_offload=bool(layers),
-                verbose=False,
-            )
+            with _sequences(options.parallel):
+                llm = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=options.n_threads or cores,
+                    n_threads_batch=options.n_threads_batch or cores,
+                    n_batch=options.n_batch,
+                    n_ubatch=n_ubatch(options),
+                    n_gpu_layers=layers,
+                    # One device, or none: "CPU only" must mean that (with main_gpu -1 llama.cpp
+                    # gives the model no GPU at all, so no operation is sent to one either).
+                    split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE,
+                    main_gpu=device.index if layers and device is not None else -1,
+                    op_offload=bool(layers),
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             if layers == 0:
                 raise ModelLoadError(
@@ -663,7 +733,7 @@ def _load(
             used=measured_use(gpu.name, free_before) if gpu is not None else None,
             allocated=_BUFFERS.on(gpu.name) if gpu is not None else 0,
             budget=plan.offload.budget if plan.offload is not None else 0,
-            n_ctx_asked=options.n_ctx if n_ctx != options.n_ctx else None,
+            n_ctx_asked=options.n_ctx // options.parallel if n_ctx != options.n_ctx else None,
             note=plan.note if failed is None else fell_back(failed[0], layers, failed[1]),
             devices=plan.seen,
             asked=options.compute,
@@ -671,6 +741,34 @@ def _load(
         )
         return llm, placement
     raise AssertionError("the plan's last attempt is the CPU's, which raises when it fails")
+
+
+@contextlib.contextmanager
+def _sequences(n_seq: int) -> Iterator[None]:
+    """While a ``Llama`` is made on this thread: a context for ``n_seq`` sequences.
+
+    llama-cpp-python's ``Llama`` takes no ``n_seq_max``; it starts from
+    ``llama_context_default_params()``, so the defaults it reads meanwhile carry it. Each
+    sequence gets an equal part of the context and a KV cache stream of its own
+    (``kv_unified`` off, as llama.cpp advises for sequences that share no long prefix).
+    """
+    if n_seq <= 1:
+        yield
+        return
+    module = llama_cpp.llama_cpp
+    defaults = module.llama_context_default_params
+
+    def with_sequences() -> Any:
+        params = defaults()
+        params.n_seq_max = n_seq
+        params.kv_unified = False
+        return params
+
+    module.llama_context_default_params = with_sequences
+    try:
+        yield
+    finally:
+        module.llama_context_default_params = defaults
 
 
 def n_ubatch(options: EngineOptions) -> int:

@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import psutil
+
 from app.engine.backend import EngineOptions, Placement
 from app.engine.devices import (
     ComputeDevice,
@@ -24,7 +26,7 @@ from app.engine.devices import (
     load_backends,
     probe_devices,
 )
-from app.engine.fit import OffloadPlan, margin, model_sizes, plan_offload
+from app.engine.fit import OffloadPlan, choose_parallel, margin, model_sizes, plan_offload
 from app.engine.model_card import read_gguf_header
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
@@ -139,6 +141,34 @@ def plan_placement(path: Path, options: EngineOptions) -> PlacementPlan:
     # On the CPU the context asked for fits again.
     attempts = _attempts(offload.n_gpu_layers, offload.n_ctx, options.n_ctx)
     return PlacementPlan(device, attempts, offload, note, seen)
+
+
+def resolve_parallel(path: Path, options: EngineOptions) -> EngineOptions:
+    """``options`` for the whole context: ``parallel`` chosen if 0, ``n_ctx`` for every sequence.
+
+    "Parallel replies" on Auto (0) is chosen from what one sequence's KV cache takes at the
+    context asked for (the GGUF header) and the memory there is: free RAM, or on a GPU its
+    room beside the weights (:func:`~app.engine.fit.choose_parallel`). Each sequence gets
+    the context asked for, so the whole context is ``n_ctx`` times ``parallel``.
+
+    Raises:
+        ModelLoadError: the file's header cannot be read (only when choosing).
+    """
+    parallel = options.parallel
+    if parallel <= 0:
+        sizes = model_sizes(read_gguf_header(path, with_tensors=True), path.stat().st_size)
+        if sizes is None:
+            parallel = 1
+        else:
+            per_sequence = sizes.shape.kv_cache_bytes(options.n_ctx)
+            available = psutil.virtual_memory().available
+            if options.compute != CPU:
+                device, _ = _chosen_device(options.compute, devices(start_gpu=True))
+                if device is not None:
+                    room = _budget(device, options.gpu_memory_mb)
+                    available = max(0, room - sizes.weights_on_gpu(sizes.all_layers))
+            parallel = choose_parallel(per_sequence, available)
+    return replace(options, parallel=parallel, n_ctx=options.n_ctx * parallel)
 
 
 def gpu_budget(placement: Placement, compute: str, cap_mb: int) -> int:

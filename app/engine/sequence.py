@@ -1,4 +1,4 @@
-"""The KV cache of sequence 0, with the exact token ids it holds, and prompt processing.
+"""A sequence of the KV cache, with the exact token ids it holds, and prompt processing.
 
 llama-cpp-python's ``Llama`` keeps its own count of evaluated tokens and does not update it
 when a ``llama_decode`` is aborted, although llama.cpp keeps the micro-batches it finished.
@@ -53,6 +53,8 @@ class ChunkSizer:
         self.n_batch = n_batch
         self.fastest = math.inf
         """The quickest call seen: at least the fixed part of a call."""
+        self.smallest = MIN_CHUNK
+        """The smallest chunk it gives (smaller beside decoding replies, app.engine.batch)."""
         first = int(rate * seconds) if rate else FIRST_CHUNK
         self.size = max(MIN_CHUNK, min(n_batch, first))
 
@@ -68,8 +70,8 @@ class ChunkSizer:
         if elapsed <= 0:
             return
         self.fastest = min(self.fastest, elapsed)
-        wanted = min(tokens * self.budget / elapsed, 2 * max(tokens, MIN_CHUNK))
-        self.size = max(MIN_CHUNK, min(self.n_batch, int(wanted)))
+        wanted = min(tokens * self.budget / elapsed, 2 * max(tokens, self.smallest))
+        self.size = max(self.smallest, min(self.n_batch, int(wanted)))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -90,7 +92,11 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class KvSequence:
-    """Sequence 0 of a llama.cpp context: its token ids, what they cost, and how to add more.
+    """One sequence of a llama.cpp context: its token ids, what they cost, how to add more.
+
+    A context opened for several replies side by side (:mod:`app.engine.batch`) holds one
+    sequence per place in the batch, each with its own positions in the KV cache; a context
+    for one reply at a time holds sequence 0 alone.
 
     Attributes:
         tokens: the token ids at positions 0..n-1 of the sequence, exactly.
@@ -103,8 +109,14 @@ class KvSequence:
             exactly, what processing them afresh gives).
     """
 
-    def __init__(self, ctx: Any, n_batch: int, *, synchronize: bool = False) -> None:
+    def __init__(
+        self, ctx: Any, n_batch: int, *, synchronize: bool = False, seq_id: int = 0
+    ) -> None:
         self._ctx = ctx
+        self.seq_id = seq_id
+        # The context's only sequence is emptied with the whole memory, as before there
+        # were several; one of several must leave the others' positions alone.
+        self._alone = int(llama_cpp.llama_n_seq_max(ctx)) == 1
         # Wait for the device after each chunk (a GPU's llama_decode returns before it is
         # done): each chunk's time is then its device time, which sizes the next.
         self._synchronize = synchronize
@@ -118,7 +130,7 @@ class KvSequence:
 
     def position_end(self) -> int:
         """One past the last position llama.cpp holds for the sequence."""
-        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0)) + 1
+        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, self.seq_id)) + 1
 
     def in_step(self) -> bool:
         """Whether llama.cpp holds exactly as many positions as :attr:`tokens` says."""
@@ -126,10 +138,22 @@ class KvSequence:
 
     def clear(self) -> None:
         """Empty the sequence."""
-        llama_cpp.llama_memory_clear(self._memory, True)
+        self._empty()
         self.tokens = []
         self.seconds = 0.0
         self.shifted = False
+
+    def discard_uncounted(self) -> None:
+        """Drop whatever llama.cpp holds past :attr:`tokens` (a step that did not go through)."""
+        llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, len(self.tokens), -1)
+        if not self.in_step():
+            self.clear()
+
+    def _empty(self) -> None:
+        if self._alone:
+            llama_cpp.llama_memory_clear(self._memory, True)
+        else:
+            llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, -1, -1)
 
     def trim(self, n: int) -> None:
         """Keep the first ``n`` tokens only."""
@@ -138,7 +162,7 @@ class KvSequence:
         if n <= 0:
             self.clear()
             return
-        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1):
+        if not llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, n, -1):
             self.clear()  # this memory cannot drop a partial sequence (recurrent models)
             return
         self.seconds *= n / len(self.tokens)
@@ -156,11 +180,11 @@ class KvSequence:
         Returns:
             False if llama.cpp refused the state (the sequence is then empty).
         """
-        llama_cpp.llama_memory_clear(self._memory, True)
+        self._empty()
         self.tokens = []
         self.seconds = 0.0
         self.shifted = False
-        if not write_sequence(self._ctx, state, 0) or self.position_end() != len(tokens):
+        if not write_sequence(self._ctx, state, self.seq_id) or self.position_end() != len(tokens):
             self.clear()
             return False
         self.tokens = list(tokens)
@@ -200,14 +224,14 @@ class KvSequence:
             return 0
         end = best_at + best_run  # held[best_at:end] == prompt[start:start + best_run]
         gap = best_at - start
-        memory = self._memory
+        memory, seq = self._memory, self.seq_id
         if not (
-            llama_cpp.llama_memory_seq_rm(memory, 0, end, -1)
-            and llama_cpp.llama_memory_seq_rm(memory, 0, start, best_at)
+            llama_cpp.llama_memory_seq_rm(memory, seq, end, -1)
+            and llama_cpp.llama_memory_seq_rm(memory, seq, start, best_at)
         ):
             self.clear()
             return 0
-        llama_cpp.llama_memory_seq_add(memory, 0, best_at, end, -gap)
+        llama_cpp.llama_memory_seq_add(memory, seq, best_at, end, -gap)
         kept = start + best_run
         self.seconds *= kept / len(held)
         self.tokens = list(prompt[:kept])
@@ -224,6 +248,9 @@ class KvSequence:
         chunk_seconds: float,
     ) -> int:
         """Process the prompt's tokens after those already held, in chunks with progress.
+
+        For a context that holds this sequence alone (sequence 0); several sequences side by
+        side are fed by :class:`~app.engine.batch.BatchDecoder`.
 
         The sequence must hold a proper prefix of ``prompt`` (so the last prompt token is
         processed here and its logits are ready for sampling). After each chunk the report's

@@ -25,7 +25,8 @@ class PieceQueue:
 
     The worker puts; when the queue holds ``bound`` pieces it waits (inference
     pauses; nothing is dropped) until the frame pump drains it, or until Stop, which
-    wakes it at once. The worker calls :meth:`end` when the reply is over.
+    wakes it at once. A reply decoded beside others calls :meth:`offer` instead: it leaves
+    the batch rather than stopping it. The worker calls :meth:`end` when the reply is over.
 
     Args:
         bound: the most pieces the queue holds.
@@ -48,6 +49,9 @@ class PieceQueue:
         self._space_loop: asyncio.AbstractEventLoop | None = None
         self._arrival: Callable[[], None] | None = None
         """What wakes the reader that waits (one call for the next piece, end or Stop)."""
+        self._room: Callable[[], None] | None = None
+        """What wakes a producer that :meth:`offer` turned away (once, when the reader takes)."""
+        self._refused_at: float | None = None
         self._remove_listener = stop.add_listener(self._wake)
 
     def _wake(self) -> None:
@@ -116,6 +120,8 @@ class PieceQueue:
                 self._arrival = self._event_setter(event)
             await event.wait()
         self._wake_async()
+        if self._room is not None and items:
+            self._made_room()
         return items
 
     def _wake_async(self) -> None:
@@ -176,6 +182,44 @@ class PieceQueue:
             self._wake_reader()
         return True
 
+    def offer(self, text: str, when_room: Callable[[], None]) -> bool:
+        """Add a piece if the queue has room for it, without waiting.
+
+        For a reply decoded side by side with others (:mod:`app.engine.batch`): where
+        :meth:`put` would wait, this adds nothing, counts a backpressure wait, and has
+        ``when_room`` called once, from the reader's thread, when the reader next takes
+        pieces. The producer holds the piece meanwhile; the others in its batch go on.
+
+        Returns:
+            True if the piece was added; False if the queue is full or Stop was requested.
+        """
+        produced_at = time.perf_counter()
+        with self._cond:
+            if self._stop.is_set():
+                return False
+            if len(self._items) >= self.bound:
+                if self._refused_at is None:
+                    self.backpressure_waits += 1
+                    self._refused_at = produced_at
+                self._room = when_room
+                return False
+            self._items.append(Piece(text, produced_at))
+            self.pieces_in += 1
+            self.max_depth = max(self.max_depth, len(self._items))
+        if self._arrival is not None:
+            self._wake_reader()
+        return True
+
+    def _made_room(self) -> None:
+        # Called after the reader took pieces: a producer that offer() turned away goes on.
+        with self._cond:
+            room, self._room = self._room, None
+            if self._refused_at is not None:
+                self.backpressure_seconds += time.perf_counter() - self._refused_at
+                self._refused_at = None
+        if room is not None:
+            room()
+
     def drain(self) -> list[Piece]:
         """Take every piece available now, without waiting."""
         with self._cond:
@@ -183,6 +227,8 @@ class PieceQueue:
             self._items.clear()
             self._cond.notify_all()
         self._wake_async()
+        if self._room is not None and items:
+            self._made_room()
         return items
 
     def end(self) -> None:

@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from app.engine import (
     ModelLoadError,
     StopSignal,
 )
+from app.engine.batch import BatchDecoder, BatchedReply
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.devices import device_memory
 from app.engine.prompt_cache import CacheStats
@@ -149,7 +151,22 @@ class _QuitJob:
     pass
 
 
-_Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _MeasureJob | _QuitJob
+class _Wake:
+    """Nothing to do but look again: a reader took held text, or a reply was stopped."""
+
+
+_WAKE = _Wake()
+
+_Job = ReplyJob | _LoadJob | _BackendCall | _CountJob | _MeasureJob | _QuitJob | _Wake
+
+
+@dataclass
+class _Done:
+    """What one look at the jobs waiting did."""
+
+    did: bool = False
+    woke: bool = False
+    quit: bool = False
 
 
 @dataclass(frozen=True)
@@ -334,37 +351,194 @@ class InferenceWorker(QThread):
         self._jobs.put(_QuitJob())
 
     def run(self) -> None:
-        """Serve jobs until :meth:`finish`; the model is freed here, on this thread."""
+        """Serve jobs until :meth:`finish`; the model is freed here, on this thread.
+
+        A model opened for several replies side by side (its ``batch``) decodes every reply
+        placed in it one step at a time, and the jobs that come meanwhile are looked at
+        between steps; otherwise a reply runs to its end before the next job. Either way the
+        window's replies go before the API server's that wait, and a load, a measurement or
+        the end waits for the replies taken before it.
+        """
         TRACE.name_thread("worker")
+        waiting: list[_Job] = []
         try:
-            while not isinstance(job := self._jobs.get(), _QuitJob):
-                if isinstance(job, _LoadJob):
-                    self._load(job)
-                elif isinstance(job, _BackendCall):
-                    if self._backend is not None:
-                        job.action(self._backend)
-                elif isinstance(job, _CountJob):
-                    self._count(job)
-                elif isinstance(job, _MeasureJob):
-                    self._choose_threads(remeasure=True)
+            while True:
+                done = self._do_jobs(waiting)
+                if done.quit:
+                    return
+                batch = self._batch()
+                if batch is not None and batch.placed and (batch.computing or done.woke):
+                    self._step(batch)
+                    self._take_jobs(waiting, block=False)
                 else:
-                    with self._waiting_lock:
-                        self._replies_waiting -= 1
-                    job.began_at = time.perf_counter()
-                    with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
-                        self._generate(job)
-                    self._note_streaming(job)
-                    self._read_device()
+                    self._take_jobs(waiting, block=not done.did)
         finally:
+            batch = self._batch()
+            if batch is not None:
+                self._abandon(batch, None)
             with self._serving:
                 self._served = False
             self._close_backend()
             # Nobody will serve what is still queued: a count waiting for it gets None.
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    left = self._jobs.get_nowait()
-                    if isinstance(left, _CountJob):
-                        left.result.set_result(None)
+            self._take_jobs(waiting, block=False)
+            for left in waiting:
+                if isinstance(left, _CountJob):
+                    left.result.set_result(None)
+
+    def _batch(self) -> BatchDecoder | None:
+        """The open model's batch, if it decodes several replies side by side."""
+        batch: BatchDecoder | None = getattr(self._backend, "batch", None)
+        return batch
+
+    def _take_jobs(self, waiting: list[_Job], *, block: bool) -> None:
+        """Move the submitted jobs to ``waiting``; wait for one first if ``block``."""
+        if block:
+            waiting.append(self._jobs.get())
+        with contextlib.suppress(queue.Empty):
+            while True:
+                waiting.append(self._jobs.get_nowait())
+
+    def _wake(self) -> None:
+        self._jobs.put(_WAKE)
+
+    def _do_jobs(self, waiting: list[_Job]) -> _Done:
+        """Do what can be done now of ``waiting``, in order; replies when they can begin.
+
+        Counting tokens and calls on the model are done at once. A load, a measurement or
+        the end waits until every reply before it has ended. Replies before such a job begin
+        as places are free (one at a time without a batch), the window's first.
+        """
+        done = _Done()
+        i = 0
+        while i < len(waiting):
+            job = waiting[i]
+            if isinstance(job, ReplyJob):
+                i += 1
+                continue
+            if isinstance(job, _Wake):
+                done.woke = True
+            elif isinstance(job, _BackendCall):
+                if self._backend is not None:
+                    job.action(self._backend)
+            elif isinstance(job, _CountJob):
+                self._count(job)
+            else:
+                batch = self._batch()
+                if i > 0 or (batch is not None and batch.placed):
+                    break  # after the replies taken before it
+                if isinstance(job, _QuitJob):
+                    del waiting[i]
+                    done.quit = True
+                    return done
+                if isinstance(job, _LoadJob):
+                    self._load(job)
+                else:
+                    self._choose_threads(remeasure=True)
+            del waiting[i]
+            done.did = True
+        replies = sorted(
+            (job for job in waiting[:i] if isinstance(job, ReplyJob)),
+            key=lambda job: job.origin != "window",
+        )
+        for job in replies:
+            batch = self._batch()
+            if batch is not None and not batch.free:
+                break
+            waiting.remove(job)
+            done.did = True
+            with self._waiting_lock:
+                self._replies_waiting -= 1
+            job.began_at = time.perf_counter()
+            if batch is None:
+                self._run_alone(job)
+                break  # what came meanwhile is looked at first
+            self._place(batch, job)
+        return done
+
+    def _run_alone(self, job: ReplyJob) -> None:
+        """One reply from its prompt to its end, nothing else computing meanwhile."""
+        with producing(job), TRACE.span("compute reply", cat="worker", by=job.origin):
+            self._generate(job)
+        self._note_streaming(job)
+        self._read_device()
+
+    def _place(self, batch: BatchDecoder, job: ReplyJob) -> None:
+        """Put ``job`` in the batch; it ends (``producing`` closes it) when its reply does."""
+        books = producing(job)
+        books.__enter__()
+        removers: list[Callable[[], None]] = []
+
+        def ended() -> None:
+            for remove in removers:
+                remove()
+            books.__exit__(None, None, None)
+            if job.report.batch_peak <= 1:
+                self._note_streaming(job)  # decoded alone: its rate says what its threads do
+            self._read_device()
+
+        def offer(text: str) -> bool:
+            if job.pieces.offer(text, self._wake):
+                job.last_piece_at = time.perf_counter()
+                return True
+            return False
+
+        try:
+            backend = self._backend
+            if job.stop.is_set():
+                books.__exit__(None, None, None)
+                return
+            if backend is None:
+                job.report.finish = "error"
+                job.report.error = NO_MODEL
+                books.__exit__(None, None, None)
+                return
+            messages = self._fit(backend, job) if job.prompt is None else job.messages
+            if messages is None:
+                books.__exit__(None, None, None)
+                return
+            if job.origin == "window":
+                self.reply_computing.emit()
+            CRASH_RECORD.doing("decode", conversation=job.conversation)
+            removers.append(job.stop.add_listener(self._wake))
+            reply = BatchedReply(
+                messages,
+                job.settings,
+                job.stop,
+                job.report,
+                offer,
+                ended,
+                conversation=job.conversation,
+                plain=job.prompt,
+            )
+            batch.place(reply)
+        except Exception:
+            for remove in removers:
+                remove()
+            books.__exit__(*sys.exc_info())
+
+    def _step(self, batch: BatchDecoder) -> None:
+        """One step of the batch; a bug there ends its replies with a sentence, not the thread."""
+        try:
+            batch.step()
+        except Exception as exc:
+            log.exception("A step of the batch failed")
+            self._abandon(batch, exc)
+        if not batch.placed:
+            CRASH_RECORD.doing("idle")
+
+    @staticmethod
+    def _abandon(batch: BatchDecoder, exc: Exception | None) -> None:
+        """End every reply in the batch (the worker is going, or a step failed)."""
+        for reply in batch.placed:
+            if exc is not None:
+                reply.report.finish = "error"
+                reply.report.error = Sentence(
+                    QT_TRANSLATE_NOOP("Floodgate", "Generation failed unexpectedly: {reason}"),
+                    {"reason": exc},
+                )
+            else:
+                reply.stop.set()
+        batch.end_all()
 
     def _count(self, job: _CountJob) -> None:
         backend = self._backend

@@ -1,0 +1,526 @@
+"""Several replies decoded side by side: one ``llama_decode`` per step for all of them.
+
+Decoding one token is bound by reading the model's weights; decoding one token for each of
+four sequences in the same ``llama_decode`` reads them once. So, as llama.cpp's server does
+with its slots, the context holds several sequences (``n_seq_max``, a KV cache for each) and
+each step decodes the next token of every reply at once: the *batch*. What Floodgate adds
+is what its single reply always had, now per reader:
+
+- **Backpressure per reader.** A piece its reader has no room for is held, and the reply
+  leaves the batch (its sequence and KV cache stay) until the reader takes what is waiting;
+  the others go on. Nothing is dropped and memory stays flat.
+- **Stop per reader.** Stop raises the context's native abort flag, so the step in flight
+  ends within milliseconds; the step is then dropped for every sequence in it (each
+  sequence's KV cache is cut back to what it held before) and done again without the
+  stopped reply. The others lose one step, not their text.
+- **A newcomer's prompt does not stall the others.** While replies decode, a new prompt is
+  read in chunks sized to take a share of a decoding step's time (:data:`PREFILL_SHARE`),
+  in the same ``llama_decode`` as the others' next tokens; alone, in chunks of the engine's
+  usual time.
+
+The engine that owns the context (:class:`~app.engine.llama.LlamaBackend`) renders prompts,
+reuses and keeps processed prompts per conversation and words its errors
+(:class:`SequenceHost`); this module only schedules and decodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import llama_cpp
+
+from app.engine.backend import ChatMessage, GenerationReport, GenerationSettings
+from app.engine.generation import (
+    DECODE_ABORTED,
+    DecodeFailedError,
+    SamplerChain,
+    StopStrings,
+    TokenPieces,
+    held_back,
+    new_text_decoder,
+)
+from app.engine.sequence import MIN_CHUNK, ChunkSizer, KvSequence, common_prefix
+from app.engine.stop import StopSignal
+from app.trace import TRACE
+
+PREFILL_SHARE = 0.75
+"""While others decode, a newcomer's prompt chunk takes about this share of a decoding
+step's time: their gap between tokens grows by that share at most while it is read."""
+
+MIXED_CHUNK = 2
+"""The smallest prompt chunk read beside decoding replies (and the first, before its rate
+is known, is :data:`FIRST_MIXED_CHUNK`)."""
+
+FIRST_MIXED_CHUNK = 4
+
+
+class AbortFlag(Protocol):
+    """The context's native abort flag (:class:`~app.engine.llama.NativeAbortFlag`)."""
+
+    def raise_flag(self) -> None:
+        """Make the step in flight end."""
+        ...
+
+    def lower(self) -> None:
+        """Let steps run again."""
+        ...
+
+
+class SequenceHost(Protocol):
+    """What the batch asks of the engine that owns the context."""
+
+    def render_tokens(
+        self,
+        messages: Sequence[ChatMessage],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        plain: str | None,
+    ) -> tuple[list[int], tuple[str, ...]]:
+        """The prompt's token ids and the strings that end its reply (raises on failure)."""
+        ...
+
+    def prepare(
+        self, sequence: KvSequence, prompt: list[int], conversation: str, report: GenerationReport
+    ) -> int:
+        """Make ``sequence`` hold the longest prefix of ``prompt`` it can without computing."""
+        ...
+
+    def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
+        """After a reply: what the sequence keeps of it, handed to the prompt cache."""
+        ...
+
+    def record_failure(self, exc: Exception, report: GenerationReport) -> bool:
+        """Word ``exc`` in ``report`` for the user; False if it is not the engine's own."""
+        ...
+
+
+class BatchedReply:
+    """One reply in the batch: what was asked, who reads it, and where it stands.
+
+    Args:
+        messages: the turns to answer.
+        settings: how to sample.
+        stop: the reply's stop signal.
+        report: filled in as the reply goes (read live by the window and the server panel).
+        offer: hands a piece to the reader without waiting; False when the reader has no
+            room for it (the batch holds it, and asks the reader's wake-up to come back).
+        ended: called once, on the batch's thread, when the reply is over however it ended.
+        conversation: the conversation's id (processed prompts are kept per id).
+        plain: a plain text to continue instead of ``messages`` (the API's completions).
+    """
+
+    def __init__(
+        self,
+        messages: Sequence[ChatMessage],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        report: GenerationReport,
+        offer: Callable[[str], bool],
+        ended: Callable[[], None],
+        *,
+        conversation: str = "",
+        plain: str | None = None,
+    ) -> None:
+        self.messages = messages
+        self.settings = settings
+        self.stop = stop
+        self.report = report
+        self.offer = offer
+        self.ended = ended
+        self.conversation = conversation
+        self.plain = plain
+        self.sequence: KvSequence | None = None
+        self.prompt: list[int] = []
+        self.sampler: Any = None
+        self.stops = StopStrings(())
+        self.decoder = new_text_decoder()
+        self.sizer: ChunkSizer | None = None
+        self.pending: int | None = None
+        """The last token sampled, which the next step decodes (None: reading the prompt)."""
+        self.held = ""
+        """Text its reader had no room for: the reply waits out of the batch until taken."""
+        self.held_since = 0.0
+        self.ending = False
+        """It ended by itself (end of text, a stop string, its length); held text goes first."""
+        self.generated = 0
+        self.generated_from = 0
+        self.limit = 0
+        self.room = 0
+        self.index = -1
+        self._remove_listener: Callable[[], None] | None = None
+
+    @property
+    def reading_prompt(self) -> bool:
+        """Whether its prompt is still being processed."""
+        return self.pending is None and not self.ending
+
+
+class BatchDecoder:
+    """Replies side by side in one llama.cpp context, one ``llama_decode`` per step.
+
+    Used by one thread only (the worker's). The worker :meth:`place`s replies while a
+    sequence is free and calls :meth:`step` while :attr:`computing`; a reply's reader that
+    takes held text, or a Stop, should wake the worker so that it steps again.
+
+    Args:
+        ctx: the llama.cpp context, opened with ``n_seq_max`` of ``len(sequences)``.
+        vocab: the model's vocabulary.
+        host: the engine that owns the context.
+        sequences: one per place in the batch (sequence ids 0 … n-1).
+        abort: the context's native abort flag.
+        pieces: each token's bytes (shared with the engine).
+        prefill_chunk_seconds: a prompt chunk's time when nothing else decodes (0: n_batch).
+        synchronize: wait for the device after each step (a GPU returns before it is done).
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        vocab: Any,
+        host: SequenceHost,
+        sequences: Sequence[KvSequence],
+        abort: AbortFlag,
+        pieces: TokenPieces,
+        *,
+        prefill_chunk_seconds: float,
+        synchronize: bool = False,
+    ) -> None:
+        self._ctx = ctx
+        self._vocab = vocab
+        self._host = host
+        self.sequences = list(sequences)
+        self._abort = abort
+        self._pieces = pieces
+        self._chunk_seconds = prefill_chunk_seconds
+        self._synchronize = synchronize
+        self._n_batch = int(llama_cpp.llama_n_batch(ctx))
+        self._samplers = [SamplerChain(vocab) for _ in self.sequences]
+        self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        self._placed: list[BatchedReply] = []
+        self._used: dict[int, int] = {}  # a sequence's id: the step it last served
+        self._steps = 0
+        self.decode_step = 0.0
+        """A step's time while only decoding replies were in it (smoothed), seconds."""
+        self.last_size = 0
+        """Replies in the last step that computed."""
+
+    @property
+    def places(self) -> int:
+        """How many replies can be decoded side by side."""
+        return len(self.sequences)
+
+    @property
+    def placed(self) -> list[BatchedReply]:
+        """The replies in the batch now (computing, or waiting for their readers)."""
+        return list(self._placed)
+
+    @property
+    def free(self) -> bool:
+        """Whether a sequence is free for another reply."""
+        return len(self._placed) < len(self.sequences)
+
+    @property
+    def computing(self) -> bool:
+        """Whether a step would compute: some reply is neither waiting for its reader nor done."""
+        return any(r.stop.is_set() or (not r.held and not r.ending) for r in self._placed)
+
+    def place(self, reply: BatchedReply) -> bool:
+        """Give ``reply`` a free sequence and prepare its prompt; False if none is free.
+
+        A reply that cannot begin (its prompt does not render or fit, a grammar llama.cpp
+        refuses, Stop already pressed) ends here, its report saying why.
+        """
+        busy = {r.sequence.seq_id for r in self._placed if r.sequence is not None}
+        free = [s for s in self.sequences if s.seq_id not in busy]
+        if not free:
+            return False
+        report = reply.report
+        self._placed.append(reply)
+        try:
+            prompt, stop_strings = self._host.render_tokens(
+                reply.messages, reply.settings, reply.stop, reply.plain
+            )
+            report.prompt_tokens = len(prompt)
+            if reply.stop.is_set():
+                self._end(reply)
+                return True
+            sequence = self._choose(free, prompt, reply.conversation)
+            reply.sequence = sequence
+            reply.sampler = self._samplers[sequence.seq_id].prepare(reply.settings)
+            kept = self._host.prepare(sequence, prompt, reply.conversation, report)
+        except Exception as exc:
+            if not self._host.record_failure(exc, report):
+                self._placed.remove(reply)
+                raise
+            reply.sequence = None
+            self._end(reply)
+            return True
+        reply.prompt = prompt
+        reply.stops = StopStrings(stop_strings + reply.settings.stop)
+        report.cached_tokens = kept
+        report.prefill_done = kept
+        report.prefill_started_at = time.perf_counter()
+        n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
+        reply.room = n_ctx - len(prompt)
+        max_tokens = reply.settings.max_tokens
+        reply.limit = min(max_tokens, reply.room) if max_tokens > 0 else reply.room
+        rate = sequence.rate
+        reply.sizer = ChunkSizer(self._chunk_seconds or 1.0, self._n_batch, rate)
+        reply._remove_listener = reply.stop.add_listener(self._abort.raise_flag)
+        self._used[sequence.seq_id] = self._steps
+        return True
+
+    def _choose(self, free: list[KvSequence], prompt: list[int], conversation: str) -> KvSequence:
+        """The free sequence that already holds most of ``prompt``, else the longest unused."""
+        best = max(free, key=lambda s: common_prefix(s.tokens, prompt))
+        if common_prefix(best.tokens, prompt) >= 2 or (
+            conversation and best.conversation == conversation
+        ):
+            return best
+        same = [s for s in free if conversation and s.conversation == conversation]
+        if same:
+            return same[0]
+        return min(free, key=lambda s: self._used.get(s.seq_id, -1))
+
+    def step(self) -> None:
+        """Hand held text to readers with room, end stopped replies, then decode one step."""
+        self._end_stopped()
+        for reply in list(self._placed):
+            if reply.held:
+                self._hand_held(reply)
+        decoding = [r for r in self._placed if r.pending is not None and not r.held]
+        reading = next((r for r in self._placed if r.reading_prompt), None)
+        if not decoding and reading is None:
+            return
+        batch = self._batch
+        n = 0
+        for reply in decoding:
+            sequence = reply.sequence
+            assert sequence is not None
+            self._put(n, reply.pending or 0, len(sequence.tokens), sequence.seq_id, True)
+            reply.index = n
+            n += 1
+        chunk: list[int] = []
+        if reading is not None:
+            chunk = self._prompt_chunk(reading, room=self._n_batch - n, mixed=bool(decoding))
+            sequence = reading.sequence
+            assert sequence is not None
+            at = len(sequence.tokens)
+            last = len(reading.prompt) - 1
+            for offset, token in enumerate(chunk):
+                self._put(n, token, at + offset, sequence.seq_id, at + offset == last)
+                n += 1
+            reading.index = n - 1 if at + len(chunk) - 1 == last else -1
+        batch.n_tokens = n
+        self._steps += 1
+        started = time.perf_counter()
+        if TRACE.recording:
+            with TRACE.span("batch step", cat="engine", replies=len(decoding), prompt=len(chunk)):
+                code = self._decode()
+        else:
+            code = self._decode()
+        elapsed = time.perf_counter() - started
+        stepped = decoding + ([reading] if reading is not None else [])
+        if code != 0:
+            self._drop_step(stepped, code)
+            return
+        self.last_size = len(stepped)
+        if decoding and not chunk:
+            self.decode_step = (
+                elapsed if not self.decode_step else (0.8 * self.decode_step + 0.2 * elapsed)
+            )
+        for reply in decoding:
+            sequence = reply.sequence
+            assert sequence is not None
+            assert reply.pending is not None
+            sequence.tokens.append(reply.pending)
+        if reading is not None:
+            self._read(reading, chunk, elapsed, mixed=bool(decoding))
+        for reply in stepped:
+            reply.report.batch_size = len(stepped)
+            reply.report.batch_peak = max(reply.report.batch_peak, len(stepped))
+            if reply.index >= 0 and not reply.stop.is_set():
+                self._advance(reply, reply.index)
+
+    def _decode(self) -> int:
+        code = int(llama_cpp.llama_decode(self._ctx, self._batch))
+        if self._synchronize:
+            llama_cpp.llama_synchronize(self._ctx)
+        return code
+
+    def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
+        batch = self._batch
+        batch.token[i] = token
+        batch.pos[i] = pos
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = seq_id
+        batch.logits[i] = logits
+
+    def _prompt_chunk(self, reply: BatchedReply, *, room: int, mixed: bool) -> list[int]:
+        """The next piece of ``reply``'s prompt: time-sized, within ``room`` tokens."""
+        sequence, sizer = reply.sequence, reply.sizer
+        assert sequence is not None
+        assert sizer is not None
+        done = len(sequence.tokens)
+        left = len(reply.prompt) - done
+        if mixed:
+            # Beside decoding replies: a share of their step's time, measured as it goes.
+            sizer.seconds = PREFILL_SHARE * self.decode_step if self.decode_step else 0.0
+            sizer.smallest = MIXED_CHUNK
+            wanted = sizer.size if sizer.seconds else FIRST_MIXED_CHUNK
+            size = max(MIXED_CHUNK, min(wanted, room))
+        else:
+            sizer.seconds, sizer.smallest = self._chunk_seconds, MIN_CHUNK
+            size = sizer.size if self._chunk_seconds else self._n_batch
+            size = max(MIXED_CHUNK, min(size, room))
+        n = min(size, left)
+        if left - n == 1:  # never leave a lone last token: computed alone it differs
+            n = n + 1 if n < room else n - 1
+        return reply.prompt[done : done + max(1, n)]
+
+    def _read(self, reply: BatchedReply, chunk: list[int], elapsed: float, *, mixed: bool) -> None:
+        """A prompt chunk went through: count it, size the next, begin the reply if done."""
+        sequence, sizer = reply.sequence, reply.sizer
+        assert sequence is not None
+        assert sizer is not None
+        own = max(elapsed - self.decode_step, elapsed * 0.1) if mixed else elapsed
+        if mixed and not self.decode_step:
+            own = elapsed
+        sequence.tokens.extend(chunk)
+        sequence.seconds += own
+        if own > 0:
+            measured = len(chunk) / own
+            sequence.rate = measured if not sequence.rate else 0.5 * (sequence.rate + measured)
+            sizer.record(len(chunk), own)
+        reply.report.prefill_done = len(sequence.tokens)
+        if len(sequence.tokens) == len(reply.prompt):
+            reply.report.prefill_ended_at = time.perf_counter()
+            reply.generated_from = len(sequence.tokens)
+            reply.pending = -1  # sampled at this step's output, below
+
+    def _advance(self, reply: BatchedReply, index: int) -> None:
+        """Sample ``reply``'s next token from this step's output ``index``; show its text."""
+        token = int(llama_cpp.llama_sampler_sample(reply.sampler, self._ctx, index))
+        report = reply.report
+        if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+            self._finish(reply, "done")
+            return
+        reply.generated += 1
+        report.reply_tokens = reply.generated
+        piece = self._pieces.known.get(token)
+        if piece is None:
+            piece = self._pieces(token)
+        text: str = reply.decoder.decode(piece)
+        if reply.stops.stops and text:
+            text = reply.stops.feed(text)
+        if text:
+            report.pieces += 1
+            self._hand(reply, text)
+        if reply.stops.hit:
+            self._finish(reply, "done")
+        elif reply.generated >= reply.limit and (
+            reply.generated >= min(reply.room, reply.limit + 3) or not reply.decoder.getstate()[0]
+        ):
+            self._finish(reply, "length")
+        else:
+            reply.pending = token
+
+    def _hand(self, reply: BatchedReply, text: str) -> None:
+        """Give ``text`` to the reader, or hold it (the reply waits out of the batch)."""
+        if reply.held:
+            reply.held += text
+            return
+        if not reply.offer(text):
+            reply.held = text
+            reply.held_since = time.perf_counter()
+            reply.report.paused = True
+
+    def _hand_held(self, reply: BatchedReply) -> None:
+        if reply.stop.is_set() or not reply.offer(reply.held):
+            return
+        reply.held = ""
+        reply.report.paused = False
+        reply.report.paused_seconds += time.perf_counter() - reply.held_since
+        if reply.ending:
+            self._end(reply)
+
+    def _finish(self, reply: BatchedReply, finish: str) -> None:
+        """The reply ended by itself: what was held back goes to the reader, then it ends."""
+        reply.report.finish = "length" if finish == "length" else "done"
+        reply.ending = True
+        reply.pending = None
+        tail = held_back(reply.decoder, reply.stops)
+        if tail:
+            reply.report.pieces += 1
+            self._hand(reply, tail)
+        if not reply.held:
+            self._end(reply)
+
+    def _end_stopped(self) -> None:
+        """End every stopped reply, then let steps run again (a later Stop raises it anew)."""
+        while True:
+            stopped = [r for r in self._placed if r.stop.is_set()]
+            for reply in stopped:
+                self._end(reply)
+            self._abort.lower()
+            # A Stop between the look and the lowering would be lost: look again.
+            if not any(r.stop.is_set() for r in self._placed):
+                return
+
+    def _drop_step(self, stepped: list[BatchedReply], code: int) -> None:
+        """A step that did not go through counts for nobody: each sequence is cut back."""
+        for reply in stepped:
+            sequence = reply.sequence
+            assert sequence is not None
+            sequence.discard_uncounted()
+        if TRACE.recording:
+            TRACE.instant("abort seen" if code == DECODE_ABORTED else "decode failed", cat="engine")
+        if code == DECODE_ABORTED:
+            return  # a Stop: the stopped reply ends at the next step, the others go on
+        failed = [r for r in stepped if r.reading_prompt] or stepped
+        for reply in failed:
+            error: Exception = DecodeFailedError(code)
+            if code == 1:
+                error = ContextFullError(code)
+            if not self._host.record_failure(error, reply.report):
+                raise error
+            self._end(reply)
+
+    def _end(self, reply: BatchedReply) -> None:
+        """Take ``reply`` out of the batch, keep what its sequence holds, and tell its reader."""
+        if reply in self._placed:
+            self._placed.remove(reply)
+        if reply._remove_listener is not None:
+            reply._remove_listener()
+            reply._remove_listener = None
+        sequence = reply.sequence
+        reply.report.paused = False
+        if sequence is not None and not reply.reading_prompt:
+            try:
+                self._host.settle(sequence, reply.conversation, reply.generated_from)
+            except Exception as exc:  # keeping a state must never cost the reply
+                self._host.record_failure(exc, reply.report)
+        reply.pending = None
+        reply.report.compute_ended_at = time.perf_counter()
+        reply.ended()
+
+    def end_all(self) -> None:
+        """End every reply in the batch now, whatever it was doing."""
+        for reply in list(self._placed):
+            reply.held = ""
+            self._end(reply)
+        self._abort.lower()
+
+    def close(self) -> None:
+        """Free the samplers and the batch (the replies must have ended)."""
+        for sampler in self._samplers:
+            sampler.close()
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
+
+class ContextFullError(DecodeFailedError):
+    """llama.cpp found no room in the KV cache for the step (``llama_decode`` returned 1)."""
