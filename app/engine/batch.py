@@ -148,7 +148,6 @@ class BatchedReply:
         self.generated_from = 0
         self.limit = 0
         self.room = 0
-        self.index = -1
         self._remove_listener: Callable[[], None] | None = None
 
     @property
@@ -273,19 +272,26 @@ class BatchDecoder:
         return True
 
     def _choose(self, free: list[KvSequence], prompt: list[int], conversation: str) -> KvSequence:
-        """The free sequence that already holds most of ``prompt``, else the longest unused."""
-        best = max(free, key=lambda s: common_prefix(s.tokens, prompt))
-        if common_prefix(best.tokens, prompt) >= 2 or (
-            conversation and best.conversation == conversation
-        ):
-            return best
+        """The free sequence that holds this conversation, else the one unused the longest.
+
+        Not the one sharing the longest prefix: every chat prompt shares its template's
+        opening with every other, and taking a sequence that holds another conversation
+        sends that one to the prompt cache (kept, but restored at a cost when it comes back).
+        """
         same = [s for s in free if conversation and s.conversation == conversation]
         if same:
-            return same[0]
-        return min(free, key=lambda s: self._used.get(s.seq_id, -1))
+            return max(same, key=lambda s: common_prefix(s.tokens, prompt))
+        return min(free, key=lambda s: (bool(s.tokens), self._used.get(s.seq_id, -1)))
 
     def step(self) -> None:
-        """Hand held text to readers with room, end stopped replies, then decode one step."""
+        """Hand held text to readers with room, end stopped replies, then decode one step.
+
+        A step is one ``llama_decode`` of every decoding reply's next token, then, if a
+        prompt is being read, one of its next chunk. Two calls, not one: in one call with a
+        prompt chunk, llama.cpp computes the replies' tokens in other micro-batches than
+        alone, and their logits differ in the last bits (a greedy reply then forks where two
+        tokens nearly tie); apart, a reply decoded side by side is the reply decoded alone.
+        """
         self._end_stopped()
         for reply in list(self._placed):
             if reply.held:
@@ -294,57 +300,70 @@ class BatchDecoder:
         reading = next((r for r in self._placed if r.reading_prompt), None)
         if not decoding and reading is None:
             return
-        batch = self._batch
-        n = 0
-        for reply in decoding:
+        self._steps += 1
+        size = len(decoding) + (reading is not None)
+        self.last_size = size
+        if decoding:
+            self._decode_tokens(decoding, size)
+        if reading is not None and not reading.stop.is_set():
+            self._read_prompt(reading, size, mixed=bool(decoding))
+
+    def _decode_tokens(self, decoding: list[BatchedReply], size: int) -> None:
+        """Decode each reply's last sampled token in one call, then sample the next ones."""
+        for n, reply in enumerate(decoding):
             sequence = reply.sequence
             assert sequence is not None
             self._put(n, reply.pending or 0, len(sequence.tokens), sequence.seq_id, True)
-            reply.index = n
-            n += 1
-        chunk: list[int] = []
-        if reading is not None:
-            chunk = self._prompt_chunk(reading, room=self._n_batch - n, mixed=bool(decoding))
-            sequence = reading.sequence
-            assert sequence is not None
-            at = len(sequence.tokens)
-            last = len(reading.prompt) - 1
-            for offset, token in enumerate(chunk):
-                self._put(n, token, at + offset, sequence.seq_id, at + offset == last)
-                n += 1
-            reading.index = n - 1 if at + len(chunk) - 1 == last else -1
-        batch.n_tokens = n
-        self._steps += 1
+        self._batch.n_tokens = len(decoding)
         started = time.perf_counter()
-        if TRACE.recording:
-            with TRACE.span("batch step", cat="engine", replies=len(decoding), prompt=len(chunk)):
-                code = self._decode()
-        else:
-            code = self._decode()
+        code = self._decode("decode step", replies=len(decoding))
         elapsed = time.perf_counter() - started
-        stepped = decoding + ([reading] if reading is not None else [])
         if code != 0:
-            self._drop_step(stepped, code)
+            self._drop_step(decoding, code)
             return
-        self.last_size = len(stepped)
-        if decoding and not chunk:
-            self.decode_step = (
-                elapsed if not self.decode_step else (0.8 * self.decode_step + 0.2 * elapsed)
-            )
-        for reply in decoding:
+        # Smoothed, weighted to the newest: a newcomer's prompt chunks are sized from it.
+        self.decode_step = (
+            elapsed if not self.decode_step else 0.8 * self.decode_step + 0.2 * elapsed
+        )
+        for n, reply in enumerate(decoding):
             sequence = reply.sequence
             assert sequence is not None
             assert reply.pending is not None
             sequence.tokens.append(reply.pending)
-        if reading is not None:
-            self._read(reading, chunk, elapsed, mixed=bool(decoding))
-        for reply in stepped:
-            reply.report.batch_size = len(stepped)
-            reply.report.batch_peak = max(reply.report.batch_peak, len(stepped))
-            if reply.index >= 0 and not reply.stop.is_set():
-                self._advance(reply, reply.index)
+            reply.report.batch_size = size
+            reply.report.batch_peak = max(reply.report.batch_peak, size)
+            if not reply.stop.is_set():
+                self._advance(reply, n)
 
-    def _decode(self) -> int:
+    def _read_prompt(self, reading: BatchedReply, size: int, *, mixed: bool) -> None:
+        """Process the next chunk of ``reading``'s prompt; sample its first token at the end."""
+        sequence = reading.sequence
+        assert sequence is not None
+        chunk = self._prompt_chunk(reading, mixed=mixed)
+        at = len(sequence.tokens)
+        last = len(reading.prompt) - 1
+        for offset, token in enumerate(chunk):
+            self._put(offset, token, at + offset, sequence.seq_id, at + offset == last)
+        self._batch.n_tokens = len(chunk)
+        started = time.perf_counter()
+        code = self._decode("prompt chunk", tokens=len(chunk), at=at)
+        elapsed = time.perf_counter() - started
+        if code != 0:
+            self._drop_step([reading], code)
+            return
+        self._read(reading, chunk, elapsed, mixed=mixed)
+        reading.report.batch_size = size
+        reading.report.batch_peak = max(reading.report.batch_peak, size)
+        if reading.pending == -1 and not reading.stop.is_set():
+            self._advance(reading, len(chunk) - 1)
+
+    def _decode(self, what: str, **args: int) -> int:
+        if TRACE.recording:
+            with TRACE.span(what, cat="engine", **args):
+                return self._decode_now()
+        return self._decode_now()
+
+    def _decode_now(self) -> int:
         code = int(llama_cpp.llama_decode(self._ctx, self._batch))
         if self._synchronize:
             llama_cpp.llama_synchronize(self._ctx)
@@ -358,8 +377,9 @@ class BatchDecoder:
         batch.seq_id[i][0] = seq_id
         batch.logits[i] = logits
 
-    def _prompt_chunk(self, reply: BatchedReply, *, room: int, mixed: bool) -> list[int]:
-        """The next piece of ``reply``'s prompt: time-sized, within ``room`` tokens."""
+    def _prompt_chunk(self, reply: BatchedReply, *, mixed: bool) -> list[int]:
+        """The next piece of ``reply``'s prompt, sized to a time."""
+        room = self._n_batch
         sequence, sizer = reply.sequence, reply.sizer
         assert sequence is not None
         assert sizer is not None
@@ -385,9 +405,7 @@ class BatchDecoder:
         sequence, sizer = reply.sequence, reply.sizer
         assert sequence is not None
         assert sizer is not None
-        own = max(elapsed - self.decode_step, elapsed * 0.1) if mixed else elapsed
-        if mixed and not self.decode_step:
-            own = elapsed
+        own = elapsed
         sequence.tokens.extend(chunk)
         sequence.seconds += own
         if own > 0:
@@ -398,7 +416,7 @@ class BatchDecoder:
         if len(sequence.tokens) == len(reply.prompt):
             reply.report.prefill_ended_at = time.perf_counter()
             reply.generated_from = len(sequence.tokens)
-            reply.pending = -1  # sampled at this step's output, below
+            reply.pending = -1  # its first token is sampled from this chunk's last output
 
     def _advance(self, reply: BatchedReply, index: int) -> None:
         """Sample ``reply``'s next token from this step's output ``index``; show its text."""
