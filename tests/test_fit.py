@@ -6,16 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.backend import EngineOptions
 from app.engine.fit import (
     CONTEXT_FLOOR,
+    MOST_PARALLEL,
     ModelSizes,
     Why,
+    choose_parallel,
     margin,
     model_shape,
     model_sizes,
     plan_offload,
 )
 from app.engine.model_card import read_gguf_header
+from app.engine.placement import resolve_parallel
 from app.engine.sequence import ChunkSizer
 
 MIB = 1024 * 1024
@@ -146,3 +150,24 @@ def test_chunks_on_a_gpu_grow_to_the_budget_and_never_past_twice_a_call() -> Non
     quickest = 5.0 + 0.08 * 16
     assert all(t <= 1.5 * quickest + 1e-9 for _, t in slow)
     assert slow[-1][0] >= 30
+
+
+def test_parallel_replies_are_chosen_from_the_caches_and_the_memory() -> None:
+    mib = 1024 * 1024
+    # A quarter of the memory for the caches: 4 GiB free and 256 MiB each holds four.
+    assert choose_parallel(256 * mib, 4096 * mib) == 4
+    assert choose_parallel(256 * mib, 2048 * mib) == 2
+    assert choose_parallel(256 * mib, 1024 * mib) == 1
+    # Never none, never more than the most.
+    assert choose_parallel(256 * mib, 100 * mib) == 1
+    assert choose_parallel(1 * mib, 64 * 1024 * mib) == MOST_PARALLEL
+    assert choose_parallel(0, 1024 * mib) == 1
+
+
+def test_auto_parallel_opens_a_sequence_per_place_each_with_the_context_asked(
+    model_path: Path,
+) -> None:
+    whole = resolve_parallel(model_path, EngineOptions(n_ctx=2048, parallel=0, compute="cpu"))
+    assert 1 <= whole.parallel <= MOST_PARALLEL
+    assert whole.n_ctx == 2048 * whole.parallel
+    assert resolve_parallel(model_path, EngineOptions(n_ctx=2048, parallel=3)).n_ctx == 6144

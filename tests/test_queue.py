@@ -125,3 +125,46 @@ def test_a_pump_stopped_while_it_waits_leaves_no_wake_behind(loop: Loop) -> None
     loop.run_until_complete(scenario())
     assert queue.put("late")  # the worker's next piece calls no pump that is gone
     queue.end()
+
+
+def test_offer_refuses_a_full_queue_and_calls_back_once_the_reader_takes() -> None:
+    stop = StopSignal()
+    queue = PieceQueue(2, stop)
+    woken: list[str] = []
+    assert queue.offer("a", lambda: woken.append("room"))
+    assert queue.offer("b", lambda: woken.append("room"))
+    # Full: nothing added, one backpressure wait however often it is offered again.
+    assert not queue.offer("c", lambda: woken.append("room"))
+    assert not queue.offer("c", lambda: woken.append("room"))
+    assert queue.depth == 2
+    assert queue.backpressure_waits == 1
+    assert woken == []
+    time.sleep(0.01)
+    assert [piece.text for piece in queue.drain()] == ["a", "b"]
+    assert woken == ["room"]  # once, not once per refusal
+    assert queue.backpressure_seconds >= 0.01
+    assert queue.offer("c", lambda: woken.append("room"))
+    assert queue.drain()[0].text == "c"
+    assert woken == ["room"]
+    stop.set()
+    assert not queue.offer("d", lambda: woken.append("room"))
+    assert queue.depth == 0
+
+
+def test_offer_wakes_a_reader_waiting_on_another_loop() -> None:
+    stop = StopSignal()
+    queue = PieceQueue(1, stop)
+    woken: list[str] = []
+
+    async def read() -> list[str]:
+        return [piece.text for piece in await queue.take_async()]
+
+    async def main() -> list[str]:
+        reader = asyncio.ensure_future(read())
+        await asyncio.sleep(0.01)
+        assert queue.offer("x", lambda: woken.append("room"))
+        assert not queue.offer("y", lambda: woken.append("room"))
+        return await reader
+
+    assert asyncio.run(main()) == ["x"]
+    assert woken == ["room"]
