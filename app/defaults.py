@@ -30,6 +30,15 @@ GPU_LAYERS: int | None = None
 GPU_MEMORY_MB = 0
 """The most GPU memory a model may take, in MB: 0 takes what is free, less a margin."""
 
+# Replies side by side (see app/engine/batch.py).
+PARALLEL = 0
+"""Replies the model writes at once (the window's and the API's), each with a KV cache of the
+whole context: 0 chooses from the memory there is (app/engine/fit.py's ``choose_parallel``).
+The app's setting; :class:`~app.engine.backend.EngineOptions` itself decodes one at a time
+unless told otherwise, so the tests, the bench and the self-test compare single replies."""
+PARALLEL_MAX = 8
+"""The most replies side by side the Settings dialog offers (``--parallel`` takes more)."""
+
 # The prompt cache: processed prompts kept per conversation (KV cache states).
 CACHE_RAM_MB = 1024
 """A gigabyte of RAM: about 40 conversations of 1,200 tokens with a 135M model, or 8 with an

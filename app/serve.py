@@ -143,7 +143,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     """Open the model, serve until ``stop`` is set (by a signal), then stop everything."""
     settings = (await PreferencesKeeper.load()).preferences.settings
     options = engine_options(settings, prompt_cache_dir())
-    options = _with_command_line(options, args)
+    options = with_command_line(options, args)
     path: Path = args.model or default_model_path()
     config = ServerConfig(
         host=args.host,
@@ -170,6 +170,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             print(exc, file=sys.stderr)
             return 2
         print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
+        if host.model is not None and host.model.parallel > 1:
+            print(f"Replies side by side: {host.model.parallel}", flush=True)
         placement = host.model.placement if host.model is not None else None
         if placement is not None:  # where it runs, and a fallback or a driver that failed
             print(say_sentence(placement.details()), flush=True)
@@ -216,7 +218,8 @@ def api_starter(
     return start
 
 
-def _with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
+def with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
+    """The options from the saved settings, with what the command line says instead."""
     given = {"n_threads": args.threads, "n_ctx": args.ctx}
     chosen = {k: v for k, v in given.items() if v is not None}
     return replace(options, **chosen, **compute_from_command_line(args))

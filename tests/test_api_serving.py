@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,10 +12,14 @@ import pytest
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
+from app.engine import GenerationReport, GenerationSettings, StopSignal
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.preferences import PreferencesKeeper
+from app.flow.queue import PieceQueue
+from app.flow.requests import RequestBoard, ServedRequest
 from app.flow.serving import ApiServing
 from app.flow.session import ChatSession, ModelState
+from app.flow.worker import ReplyJob
 from app.serve import api_starter
 from app.store.preferences import (
     API_SERVER_KEY_NAME,
@@ -26,7 +31,7 @@ from app.store.preferences import save_preferences as save
 from app.store.secrets import SERVICE
 from app.ui.dialogs.api_server_dialog import ApiServerDialog
 from app.ui.window.main_window import MainWindow
-from app.ui.window.server_panel import ServerFace
+from app.ui.window.server_panel import SIDE_BY_SIDE_COLUMN, STATUS_COLUMN, ServerFace
 from tests.conftest import Loop, run_until
 from tests.serving import wait_until
 from tests.test_remote import free_port
@@ -198,3 +203,78 @@ def test_the_window_shows_the_address_lists_requests_and_stops_one(
     run_until(loop, lambda: face.panel.table.item(0, 3).text() == "stopped")
     assert '"finish_reason": "cancelled"' in "\n".join(lines)
     loop.run_until_complete(face._serving.close())
+
+
+# -- replies side by side ------------------------------------------------------------------------
+
+
+def running_request(board: RequestBoard, **report: object) -> ServedRequest:
+    """A request the worker took, its report filled as the batch fills it."""
+    request = board.receive("127.0.0.1:5000", "/v1/chat/completions")
+    stop = StopSignal()
+    job = ReplyJob([], GenerationSettings(), stop, PieceQueue(8, stop), origin="server")
+    job.began_at = time.perf_counter()
+    now = time.perf_counter()
+    job.report = GenerationReport(
+        prompt_tokens=12, prefill_done=12, prefill_started_at=now - 2, prefill_ended_at=now - 1
+    )
+    for name, value in report.items():
+        setattr(job.report, name, value)
+    assert board.admit(request, job)
+    return request
+
+
+def test_a_paused_request_says_so_and_the_batch_counts_places() -> None:
+    board = RequestBoard()
+    paused = running_request(board, paused=True, batch_size=2, batch_peak=3, reply_tokens=40)
+    streaming = running_request(board, batch_size=2, batch_peak=3, reply_tokens=40)
+    ended = running_request(board, batch_size=3, batch_peak=3, reply_tokens=9)
+    ended.job.report.compute_ended_at = time.perf_counter()  # type: ignore[union-attr]
+    board.end(ended, "done")
+    board.receive("127.0.0.1:5001", "/v1/chat/completions")  # not admitted: holds no place
+    assert paused.status() == "paused"
+    assert streaming.status() == "streaming"
+    assert (paused.side_by_side(), ended.side_by_side()) == (2, 3)  # live; the most, once over
+    window_reply = GenerationReport(prefill_started_at=time.perf_counter(), batch_size=2)
+    use = board.batch_use(4, [window_reply, None])
+    assert (use.places, use.in_use, use.paused, use.decoding) == (4, 3, 1, 2)
+    assert str(use.sentence()) == (
+        "Batch: 3 of 4 places in use · 2 decoding side by side · 1 paused (slow reader)"
+    )
+    paused.job.report.paused = False  # type: ignore[union-attr]  # its reader caught up
+    assert paused.status() == "streaming"
+    assert board.batch_use(4).sentence().fields["paused"] == 0
+
+
+def test_the_panel_shows_each_stream_its_batch_and_a_paused_one(
+    loop: Loop, tmp_path: Path, qtbot: QtBot
+) -> None:
+    window, face, _ = window_with_server(loop, tmp_path, qtbot, ScriptedBackend(parallel=4))
+    face.dock.show()
+    face.refresh()
+    assert face.panel.batch.text() == "Batch: 0 of 4 places in use · 0 decoding side by side"
+    board = face._serving.board
+    running_request(board, batch_size=2, reply_tokens=30)
+    running_request(board, paused=True, batch_size=2, reply_tokens=50)
+    face.refresh()
+    table = face.panel.table
+    assert table.rowCount() == 2
+    header = table.horizontalHeaderItem(SIDE_BY_SIDE_COLUMN)
+    assert header is not None
+    assert header.text() == "Side by side"
+    newest, older = (table.item(0, STATUS_COLUMN), table.item(1, STATUS_COLUMN))
+    assert newest is not None
+    assert older is not None
+    assert (newest.text(), older.text()) == ("paused", "streaming")
+    assert "reads slower" in newest.toolTip()
+    assert older.toolTip() == ""
+    assert table.item(0, SIDE_BY_SIDE_COLUMN).text() == "2"
+    assert float(table.item(0, 6).text()) > 0  # its tokens/s
+    assert face.panel.batch.isVisible()
+    assert face.panel.batch.text() == (
+        "Batch: 2 of 4 places in use · 1 decoding side by side · 1 paused (slow reader)"
+    )
+    window.session.host.model = None  # no local model: nothing to say about a batch
+    face.refresh()
+    assert not face.panel.batch.isVisible()
+    loop.run_until_complete(window.session.close())

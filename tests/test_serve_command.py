@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -86,6 +87,59 @@ def test_serve_answers_and_a_signal_stops_the_reply_and_exits(
         assert '"finish_reason": "cancelled"' in stream
         assert stream.rstrip().endswith("data: [DONE]")
         assert exited < 5  # (the bench measures the real time; this only rules out a hang)
+    finally:
+        close(process)
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_serve_parallel_decides_whether_two_replies_stream_side_by_side(
+    model_path: Path, parallel: int
+) -> None:
+    process = start(model_path, "--port", "0", "--parallel", str(parallel))
+    try:
+        url = address(process)
+        pieces: dict[str, list[float]] = {"long": [], "short": []}
+        ended: dict[str, float] = {}
+
+        def read(name: str, content: str, max_tokens: int) -> None:
+            body = {
+                "messages": [{"role": "user", "content": content}],
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "stream": True,
+            }
+            with httpx.stream("POST", url + "/chat/completions", json=body, timeout=120) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        delta = json.loads(line[6:])["choices"][0]["delta"]
+                        if delta.get("content"):  # text, not the first chunk's role
+                            pieces[name].append(time.monotonic())
+            ended[name] = time.monotonic()
+
+        long = threading.Thread(
+            target=read, args=("long", "Write a long essay about the history of Rome.", 200)
+        )
+        long.start()
+        deadline = time.monotonic() + 60
+        while not pieces["long"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pieces["long"], "the first reply never began"
+        short = threading.Thread(target=read, args=("short", "Say hello.", 8))
+        short.start()
+        long.join(120)
+        short.join(120)
+        assert pieces["short"]
+        assert len(pieces["long"]) > 100  # greedy: this essay runs to its limit
+        began = pieces["short"][0]
+        if parallel == 1:
+            # One place: the second reply waits until the first has ended.
+            assert began > pieces["long"][-1]
+        else:
+            # Two places: the second streams while the first goes on.
+            assert began < ended["long"]
+            assert sum(t > began for t in pieces["long"]) >= 20
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
     finally:
         close(process)
 

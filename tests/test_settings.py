@@ -7,14 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox, QLineEdit
+from PySide6.QtWidgets import QDialogButtonBox, QLineEdit, QSpinBox
 from pytestqt.qtbot import QtBot
 
+from app import defaults, serve
 from app.engine import EngineOptions, GenerationSettings
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.options import engine_options, generation_settings
 from app.flow.session import DEFAULT_QUEUE_BOUND, ChatSession
-from app.main import with_command_line
+from app.main import build_parser, with_command_line
 from app.store.preferences import Preferences, load_preferences, save_preferences
 from app.store.settings import (
     FIELDS,
@@ -33,7 +34,11 @@ FIELD = {f.name: f for f in FIELDS}
 
 def test_the_defaults_are_the_engines_and_the_flows() -> None:
     assert generation_settings(Settings()) == GenerationSettings()
-    assert engine_options(Settings()) == EngineOptions()
+    # One difference, on purpose: the app chooses its parallel replies (Auto), while the
+    # engine alone decodes one at a time unless told (its tests and the bench compare those).
+    assert Settings().parallel == defaults.PARALLEL == 0
+    assert EngineOptions().parallel == 1
+    assert engine_options(Settings()) == replace(EngineOptions(), parallel=0)
     assert Settings().queue_bound == DEFAULT_QUEUE_BOUND
 
 
@@ -46,6 +51,8 @@ def test_the_defaults_are_the_engines_and_the_flows() -> None:
         ("seed", "", None),
         ("seed", "42", 42),
         ("n_ctx", "8192", 8192),
+        ("parallel", "0", 0),
+        ("parallel", "8", 8),
         ("system_prompt", "  Be brief.  ", "  Be brief.  "),
     ],
 )
@@ -64,6 +71,8 @@ def test_values_in_range_are_taken(name: str, text: str, value: object) -> None:
         ("n_ctx", "100", "from 256"),
         ("seed", "-1", "random seed"),
         ("queue_bound", "", "whole number"),
+        ("parallel", "9", "from 0 to 8"),
+        ("parallel", "-1", "from 0 to 8"),
     ],
 )
 def test_values_out_of_range_get_a_sentence(name: str, text: str, says: str) -> None:
@@ -109,7 +118,8 @@ def test_the_dialog_says_what_is_wrong_and_only_accepts_valid_values(qtbot: QtBo
 
 
 def test_applying_settings_to_the_session(loop: Loop) -> None:
-    session = ChatSession(scripted_opener(ScriptedBackend()))
+    # Opened with the settings' engine options, as the app is.
+    session = ChatSession(scripted_opener(ScriptedBackend()), options=engine_options(Settings()))
     assert not session.use_settings(Settings(temperature=0.1, queue_bound=8))
     assert session.settings.temperature == 0.1
     assert session.queue_bound == 8
@@ -119,10 +129,87 @@ def test_applying_settings_to_the_session(loop: Loop) -> None:
 
 
 def test_the_command_line_wins_over_saved_settings() -> None:
-    args = argparse.Namespace(threads=3, ctx=None, queue_bound=None, compute="cpu", gpu_layers=None)
+    args = argparse.Namespace(
+        threads=3, ctx=None, queue_bound=None, compute="cpu", gpu_layers=None, parallel=None
+    )
     assert with_command_line(
-        Settings(decode_threads=1, n_ctx=2048, gpu_layers=9), args
-    ) == Settings(decode_threads=3, n_ctx=2048, compute="cpu", gpu_layers=9)
+        Settings(decode_threads=1, n_ctx=2048, gpu_layers=9, parallel=2), args
+    ) == Settings(decode_threads=3, n_ctx=2048, compute="cpu", gpu_layers=9, parallel=2)
+
+
+# -- parallel replies ----------------------------------------------------------------------------
+
+
+def test_parallel_replies_are_saved_and_reach_the_engine(floodgate_home: Path) -> None:
+    save_preferences(Preferences(settings=Settings(parallel=3)))
+    kept = load_preferences().settings
+    assert kept.parallel == 3
+    assert engine_options(kept).parallel == 3
+    assert engine_options(Settings()).parallel == 0  # Auto: the engine chooses at load
+    assert from_mapping({"parallel": 12}).parallel == defaults.PARALLEL  # out of range
+    assert from_mapping({"parallel": "2"}).parallel == 2
+
+
+def test_changing_parallel_replies_opens_the_model_again(loop: Loop) -> None:
+    session = ChatSession(scripted_opener(ScriptedBackend()))
+    session.use_settings(Settings())
+    assert session.use_settings(Settings(parallel=4))
+    assert session.options.parallel == 4
+    assert not session.use_settings(Settings(parallel=4))  # the same again: nothing to reload
+    loop.run_until_complete(session.close())
+
+
+def test_the_windows_command_line_sets_parallel_replies() -> None:
+    saved = Settings(parallel=5)
+    assert with_command_line(saved, build_parser().parse_args([])).parallel == 5
+    assert with_command_line(saved, build_parser().parse_args(["--parallel", "0"])).parallel == 0
+    assert with_command_line(saved, build_parser().parse_args(["--parallel", "2"])).parallel == 2
+
+
+def test_serve_parallel_reaches_the_engine_options() -> None:
+    options = engine_options(Settings(parallel=0))
+    args = serve.build_parser().parse_args(["--parallel", "3"])
+    assert serve.with_command_line(options, args).parallel == 3
+    unsaid = serve.build_parser().parse_args([])
+    assert serve.with_command_line(options, unsaid).parallel == 0  # the settings' (Auto)
+    assert "--parallel" in serve.build_parser().format_help()
+
+
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_a_parallel_that_is_not_a_count_is_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for parser in (build_parser(), serve.build_parser()):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--parallel", value])
+        assert "--parallel" in capsys.readouterr().err
+
+
+def test_the_dialog_offers_parallel_replies_with_auto(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(Settings(), parallel=3)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    parallel = dialog.editors["parallel"]
+    assert isinstance(parallel, QSpinBox)
+    assert (parallel.minimum(), parallel.maximum()) == (0, defaults.PARALLEL_MAX)
+    assert parallel.value() == 0
+    assert parallel.text() == "Auto (3 now)"  # 0 is Auto, with what the open model chose
+    assert "memory" in parallel.toolTip()
+    compute = dialog.sections.widget(1)
+    assert dialog.sections.tabText(1) == "Compute"
+    assert compute.isAncestorOf(parallel)
+    assert dialog.note.isVisible()  # applies when the model is opened again
+    parallel.setValue(2)
+    assert parallel.text() == "2"
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    with qtbot.waitSignal(dialog.settings_chosen) as chosen:
+        ok.click()
+    assert chosen.args == [Settings(parallel=2)]
+    unknown = SettingsDialog(Settings(parallel=0))  # no local model: Auto alone
+    qtbot.addWidget(unknown)
+    spin = unknown.editors["parallel"]
+    assert isinstance(spin, QSpinBox)
+    assert spin.text() == "Auto"
 
 
 def test_a_conversation_keeps_only_what_differs_from_the_apps_settings(qtbot: QtBot) -> None:

@@ -19,9 +19,12 @@ from app.engine import GenerationReport, StopSignal
 from app.flow.metrics import (
     COMPUTATION_ENDED,
     FIRST_TOKEN,
+    PAUSED,
     PROMPT_PROCESSING,
     REPLY_END,
     REPLY_START,
+    RESUMED,
+    SIDE_BY_SIDE,
     STOP_PRESSED,
     CacheFigures,
     Distribution,
@@ -410,3 +413,36 @@ def test_the_panel_reads_percentiles_as_the_distribution_summarises_them() -> No
     swapped.add(1.5)
     mirror.read(swapped)
     assert mirror.percentile(99) == mirror.max == 1.5
+
+
+def test_a_reply_beside_others_marks_its_batch_and_its_pauses() -> None:
+    metrics = FlowMetrics(queue_bound=8)
+    report = GenerationReport()
+    metrics.begin_reply(report)
+
+    def moments() -> list[tuple[str, str]]:
+        return [
+            (e.name, str(e.detail) if e.detail is not None else "")
+            for e in metrics.events
+            if e.name in (SIDE_BY_SIDE, PAUSED, RESUMED)
+        ]
+
+    report.batch_size = 1  # decoded alone so far: nothing to mark
+    metrics.observe()
+    assert moments() == []
+    report.batch_size = 3  # two API requests joined its steps
+    metrics.observe()
+    metrics.observe()  # marked once, not per reading
+    report.paused = True  # the window fell behind: it waits out of the batch
+    metrics.observe()
+    report.paused = False
+    report.batch_size = 1
+    metrics.observe()
+    assert moments() == [
+        (SIDE_BY_SIDE, "3 replies"),
+        (PAUSED, ""),
+        (SIDE_BY_SIDE, "alone"),  # read in the same reading as the resumption
+        (RESUMED, ""),
+    ]
+    metrics.begin_reply(GenerationReport(batch_size=2))  # a new reply starts afresh
+    assert moments()[-1] == (SIDE_BY_SIDE, "2 replies")

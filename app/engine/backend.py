@@ -254,6 +254,9 @@ class ModelInfo:
     """What the engine runs on: llama.cpp's system info (its instruction sets), if local."""
     placement: Placement | None = None
     """Where the model runs (None: not a local llama.cpp model)."""
+    parallel: int = 0
+    """Replies it decodes side by side: the places in its batch (1: one at a time; 0: not
+    said, as for a server's model)."""
 
 
 @dataclass

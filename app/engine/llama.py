@@ -294,6 +294,7 @@ class LlamaBackend:
             chat_format=self._prompt.chat_format,
             build=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
             placement=placement,
+            parallel=len(self._sequences),
         )
 
     @property

@@ -36,6 +36,8 @@ class ScriptedBackend:
         rate: pieces per second (``0`` means as fast as the consumer takes them).
         prefill_seconds: time before the first piece, like prompt processing.
         path: reported as the model's path.
+        n_ctx: reported as the model's context.
+        parallel: reported as the replies it decodes side by side (it decodes one at a time).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class ScriptedBackend:
         prefill_seconds: float = 0.0,
         path: Path = Path("scripted.gguf"),
         n_ctx: int = 4096,
+        parallel: int = 1,
     ) -> None:
         self._default = list(pieces)
         self._queued: list[list[str]] = []
@@ -61,7 +64,12 @@ class ScriptedBackend:
         self.threads = (1, 1)
         """The thread counts last set (decode, prompt)."""
         self._info = ModelInfo(
-            path=path, name=path.stem, n_ctx=n_ctx, has_chat_template=True, chat_format="scripted"
+            path=path,
+            name=path.stem,
+            n_ctx=n_ctx,
+            has_chat_template=True,
+            chat_format="scripted",
+            parallel=parallel,
         )
 
     @property

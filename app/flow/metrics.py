@@ -123,6 +123,14 @@ COMPUTATION_ENDED: Final = QT_TRANSLATE_NOOP("Floodgate", "computation ended")
 REPLY_END: Final = QT_TRANSLATE_NOOP("Floodgate", "reply end")
 """The moments of a reply the timeline marks (the names are also the words shown)."""
 
+SIDE_BY_SIDE: Final = QT_TRANSLATE_NOOP("Floodgate", "side by side")
+PAUSED: Final = QT_TRANSLATE_NOOP("Floodgate", "paused")
+RESUMED: Final = QT_TRANSLATE_NOOP("Floodgate", "resumed")
+"""The moments of a reply decoded beside others (:mod:`app.engine.batch`): the replies in its
+steps changed; it left the batch to wait for its reader (the window), and came back. Seen
+when the figures are read (a few times a second while the timeline is shown, and at the
+reply's end), so they are marked then, not at the step."""
+
 _TRACE_NAMES: Final = {REPLY_END: "reply shown ended"}
 """Where a trace calls a moment something more precise than the timeline's short label."""
 
@@ -133,6 +141,8 @@ EVENTS_KEPT: Final = 256
 PROMPT_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens")
 PROMPT_CACHED_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{tokens} tokens, {cached} cached")
 PROMPT_RATE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{rate} tokens/s")
+SIDE_BY_SIDE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "{n} replies")
+ALONE_DETAIL: Final = QT_TRANSLATE_NOOP("Floodgate", "alone")
 
 
 class FlowEvent(NamedTuple):
@@ -237,6 +247,8 @@ class FlowMetrics:
     """The current (or last) reply's stop signal, whose ``set_at`` is when Stop was pressed."""
     _observed: ReplyFigures | None = field(default=None, init=False, repr=False)
     _marked: set[str] = field(default_factory=set, init=False, repr=False)
+    _batch_seen: int = field(default=0, init=False, repr=False)
+    _paused_seen: bool = field(default=False, init=False, repr=False)
     _traced_rate: PieceRate = field(default_factory=PieceRate, init=False, repr=False)
 
     def trace_frame(self, depth: int, lag_ms: float) -> None:
@@ -304,6 +316,7 @@ class FlowMetrics:
             # A new reply (set by begin_reply, or assigned directly by older code).
             self._observed = reply
             self._marked = set()
+            self._batch_seen, self._paused_seen = 0, False
             self.prompt_tokens = self.cached_tokens = self.prefill_done = 0
             self.prefill_started_at = self.prefill_ended_at = None
             if reply.sent_at:
@@ -336,8 +349,23 @@ class FlowMetrics:
         stop = self.stop_signal
         if stop is not None and stop.set_at is not None:
             self._mark_once(STOP_PRESSED, stop.set_at)
+        if report is not None:
+            self._observe_batch(report)
         if report is not None and report.compute_ended_at is not None:
             self._mark_once(COMPUTATION_ENDED, report.compute_ended_at)
+
+    def _observe_batch(self, report: GenerationReport) -> None:
+        """Mark the replies beside this one when they change, and its pauses for its reader."""
+        size = report.batch_size
+        if size and size != self._batch_seen and (self._batch_seen or size > 1):
+            alone = size == 1
+            detail = Sentence(ALONE_DETAIL) if alone else Sentence(SIDE_BY_SIDE_DETAIL, {"n": size})
+            self.mark(SIDE_BY_SIDE, detail=detail)
+        if size:
+            self._batch_seen = size
+        if report.paused != self._paused_seen:
+            self._paused_seen = report.paused
+            self.mark(PAUSED if report.paused else RESUMED)
 
     def end_reply(self) -> None:
         """The reply is over and shown: mark what is left to mark, and its end (now)."""

@@ -61,7 +61,7 @@ def with_conversation(sampling: GenerationSettings, own: dict[str, object]) -> G
 
 
 def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--compute`` and ``--gpu-layers``: the window's and ``floodgate serve``'s alike."""
+    """``--compute``, ``--gpu-layers``, ``--parallel``: the window's and ``floodgate serve``'s."""
     parser.add_argument(
         "--compute",
         default=None,
@@ -76,9 +76,32 @@ def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="layers offloaded to the GPU (default: as many as its free memory holds)",
     )
+    parser.add_argument(
+        "--parallel",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="replies the model writes at once, each with a context of its own in memory "
+        "(more uses more memory); 0: chosen from the memory there is; 1: one at a time; "
+        "default: Settings' Parallel replies (Auto unless changed)",
+    )
 
 
 def compute_from_command_line(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``--compute`` and ``--gpu-layers`` say, by the settings' (and options') names."""
-    given = {"compute": args.compute, "gpu_layers": args.gpu_layers}
+    """What ``--compute``, ``--gpu-layers`` and ``--parallel`` say, by the settings' names.
+
+    The names are the engine options' too (:class:`~app.engine.EngineOptions`).
+    """
+    given = {"compute": args.compute, "gpu_layers": args.gpu_layers, "parallel": args.parallel}
     return {name: value for name, value in given.items() if value is not None}
+
+
+def _count(text: str) -> int:
+    """A whole number of 0 or more (``--parallel``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (auto) or more, not {value}")
+    return value

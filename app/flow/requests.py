@@ -14,12 +14,14 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app import defaults
-from app.engine import ModelInfo
+from app.engine import GenerationReport, ModelInfo
 from app.flow.worker import ReplyJob
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 RECENT = 200
 """Ended requests kept for the window's panel (older ones are forgotten)."""
@@ -98,7 +100,20 @@ class ServedRequest:
         report = job.report
         if report.prefill_ended_at is None:
             return f"reading the prompt {report.prefill_done} / {report.prompt_tokens}"
+        if report.paused and report.compute_ended_at is None:
+            # Its client reads slower than the model writes: it waits out of the batch.
+            return "paused"
         return "streaming"
+
+    def side_by_side(self) -> int:
+        """Replies decoded with this one at its last step, itself counted.
+
+        Once it ended, the most there were; 0: not decoded side by side, or not begun.
+        """
+        job = self.job
+        if job is None or job.began_at is None:
+            return 0
+        return job.report.batch_size if self.outcome is None else job.report.batch_peak
 
     def tokens_per_second(self) -> float:
         """The reply's rate since its first token (0 before the second one)."""
@@ -112,6 +127,54 @@ class ServedRequest:
     def duration(self) -> float:
         """Seconds from arrival to the end (or to now)."""
         return (self.ended_at or time.perf_counter()) - self.started_at
+
+
+def holds_place(report: GenerationReport) -> bool:
+    """Whether the reply of ``report`` holds a place in the batch now: begun, not ended."""
+    return report.prefill_started_at is not None and report.compute_ended_at is None
+
+
+@dataclass(frozen=True)
+class BatchUse:
+    """How the open model's places for replies side by side are used now.
+
+    Attributes:
+        places: replies it can decode side by side (1: one at a time).
+        in_use: replies holding a place: reading their prompt, decoding, or paused.
+        paused: of those, the ones waiting out of the batch for a slow reader.
+    """
+
+    places: int
+    in_use: int
+    paused: int
+
+    @property
+    def decoding(self) -> int:
+        """Replies computed in each step now (those in use and not paused)."""
+        return self.in_use - self.paused
+
+    def sentence(self) -> Sentence:
+        """The batch in words, for the server panel's header."""
+        if self.paused:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "Batch: {used} of {places} places in use · {decoding} decoding side by side "
+                "· {paused} paused (slow reader)",
+            )
+        else:
+            template = QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "Batch: {used} of {places} places in use · {decoding} decoding side by side",
+            )
+        return Sentence(
+            template,
+            {
+                "used": self.in_use,
+                "places": self.places,
+                "decoding": self.decoding,
+                "paused": self.paused,
+            },
+        )
 
 
 class RequestBoard:
@@ -183,6 +246,20 @@ class RequestBoard:
         with self._lock:
             live = list(self._live.values())
         return sum(r.waiting for r in live), sum(r.running for r in live)
+
+    def batch_use(self, places: int, others: Iterable[GenerationReport | None] = ()) -> BatchUse:
+        """How the batch's ``places`` are used by the running requests and ``others``.
+
+        Args:
+            places: the open model's places (:attr:`~app.engine.ModelInfo.parallel`).
+            others: the reports of the replies the window computes on the same model (None:
+                none now), which take places as requests do.
+        """
+        with self._lock:
+            reports = [r.job.report for r in self._live.values() if r.job is not None]
+        reports.extend(r for r in others if r is not None)
+        held = [r for r in reports if holds_place(r)]
+        return BatchUse(places, len(held), sum(1 for r in held if r.paused))
 
     def recent(self) -> list[ServedRequest]:
         """Running requests and the recently ended ones, oldest first."""

@@ -35,6 +35,7 @@ class Settings:
     compute: str = defaults.COMPUTE
     gpu_layers: int | None = defaults.GPU_LAYERS
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
+    parallel: int = defaults.PARALLEL
     decode_threads: int = defaults.DECODE_THREADS
     prompt_threads: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
@@ -58,6 +59,10 @@ class Field:
     """Where the dialog shows it: replies (sampling), compute (devices, threads), memory."""
     empty: str = ""
     """What leaving an ``optional_int`` empty means, for the sentence when it is wrong."""
+    zero: str = ""
+    """What 0 means for an ``int``, shown instead of 0 ("Auto"); "" shows the 0."""
+    help: str = ""
+    """What the setting does, in plain words (the dialog's tooltip); "" for none."""
 
 
 SECTIONS: tuple[tuple[Section, str], ...] = (
@@ -69,6 +74,7 @@ SECTIONS: tuple[tuple[Section, str], ...] = (
 
 _RANDOM_SEED = QT_TRANSLATE_NOOP("Floodgate", "a random seed")
 _AS_MANY_AS_FIT = QT_TRANSLATE_NOOP("Floodgate", "as many as fit")
+AUTO = QT_TRANSLATE_NOOP("Floodgate", "Auto")
 
 
 FIELDS: tuple[Field, ...] = (
@@ -112,6 +118,23 @@ FIELDS: tuple[Field, ...] = (
         10_000_000,
         True,
         section="compute",
+    ),
+    Field(
+        "parallel",
+        QT_TRANSLATE_NOOP("Floodgate", "Parallel replies"),
+        "int",
+        0,
+        defaults.PARALLEL_MAX,
+        True,
+        section="compute",
+        zero=AUTO,
+        help=QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "How many replies the model can write at once: the window's and those other "
+            "programs ask for through the local API server. Each one keeps its own context "
+            "in memory, so more uses more memory; writing several at once is a little slower "
+            "for each but faster for all together. Auto chooses from the memory there is.",
+        ),
     ),
     Field(
         "decode_threads",

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -31,7 +32,7 @@ from app.store.settings import FIELDS, SECTIONS, Field, Settings, parse, shown
 from app.ui.look.colors import theme_for
 from app.ui.look.style import follow_theme
 
-Editor = QLineEdit | QPlainTextEdit | QComboBox
+Editor = QLineEdit | QPlainTextEdit | QComboBox | QSpinBox
 
 
 class SettingsDialog(QDialog):
@@ -45,6 +46,8 @@ class SettingsDialog(QDialog):
         threads: the open model's threads in words (shown under the thread fields).
         devices: the GPUs the "Run models on" choice offers, as (ggml name, description).
         placement: where the open model runs, in words (shown under the compute fields).
+        parallel: the replies the open model writes side by side, shown beside "Auto" (0:
+            not known, or no local model).
 
     Signals:
         settings_chosen(Settings): OK was pressed with valid values.
@@ -64,6 +67,7 @@ class SettingsDialog(QDialog):
         threads: str = "",
         devices: Sequence[tuple[str, str]] = (),
         placement: str = "",
+        parallel: int = 0,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -74,12 +78,14 @@ class SettingsDialog(QDialog):
         self.editors: dict[str, Editor] = {}
         self.problems: dict[str, QLabel] = {}
         self._devices = devices
+        self._parallel = parallel
         forms: dict[str, QFormLayout] = {}
         for field in self._fields:
             form = forms.setdefault(field.section, QFormLayout())
-            form.addRow(
-                QCoreApplication.translate("Floodgate", field.label), self._editor(field, settings)
-            )
+            label = QLabel(QCoreApplication.translate("Floodgate", field.label))
+            if field.help:
+                label.setToolTip(QCoreApplication.translate("Floodgate", field.help))
+            form.addRow(label, self._editor(field, settings))
         self.sections = QTabWidget(self)
         self.sections.setObjectName("settingsSections")
         for section, title_text in SECTIONS:
@@ -137,10 +143,15 @@ class SettingsDialog(QDialog):
         elif field.kind == "choice":
             editor = self._device_choice(getattr(settings, field.name))
             editor.currentIndexChanged.connect(self._check)
+        elif field.zero:
+            editor = self._count(field, getattr(settings, field.name))
+            editor.valueChanged.connect(self._check)
         else:
             editor = QLineEdit(shown(settings, field))
             editor.textChanged.connect(self._check)
         editor.setObjectName(f"setting_{field.name}")
+        if field.help:
+            editor.setToolTip(QCoreApplication.translate("Floodgate", field.help))
         problem = QLabel()
         problem.setObjectName(f"problem_{field.name}")
         palette = problem.palette()
@@ -169,8 +180,21 @@ class SettingsDialog(QDialog):
         box.setCurrentIndex(box.findData(current))
         return box
 
+    def _count(self, field: Field, current: int) -> QSpinBox:
+        """A whole number in the field's range, its 0 in words ("Auto", with the open model's)."""
+        box = QSpinBox()
+        box.setRange(int(field.minimum), int(field.maximum))
+        zero = QCoreApplication.translate("Floodgate", field.zero)
+        if field.name == "parallel" and self._parallel > 0:
+            zero = self.tr("{auto} ({n} now)").format(auto=zero, n=self._parallel)
+        box.setSpecialValueText(zero)
+        box.setValue(current)
+        return box
+
     def _text(self, field: Field) -> str:
         editor = self.editors[field.name]
+        if isinstance(editor, QSpinBox):
+            return str(editor.value())
         if isinstance(editor, QComboBox):
             return str(editor.currentData())
         return editor.toPlainText() if isinstance(editor, QPlainTextEdit) else editor.text()

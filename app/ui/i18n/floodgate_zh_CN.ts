@@ -639,6 +639,10 @@
         <translation>能放下多少就放多少</translation>
     </message>
     <message>
+        <source>Auto</source>
+        <translation>自动</translation>
+    </message>
+    <message>
         <source>Run models on</source>
         <translation>模型运行于</translation>
     </message>
@@ -649,6 +653,14 @@
     <message>
         <source>GPU memory a model may use (MB, 0: what is free)</source>
         <translation>模型可用的 GPU 显存（MB，0：使用空闲的全部）</translation>
+    </message>
+    <message>
+        <source>Parallel replies</source>
+        <translation>并行回复</translation>
+    </message>
+    <message>
+        <source>How many replies the model can write at once: the window&apos;s and those other programs ask for through the local API server. Each one keeps its own context in memory, so more uses more memory; writing several at once is a little slower for each but faster for all together. Auto chooses from the memory there is.</source>
+        <translation>模型可同时撰写的回复数：包括本窗口的回复，以及其他程序通过本地 API 服务器请求的回复。每个回复在内存中保留自己的上下文，因此数量越多占用内存越多；同时撰写多个回复时，每个回复会稍慢，但总体更快。“自动”会根据可用内存来选择。</translation>
     </message>
     <message>
         <source>Prompt threads (0: every physical core)</source>
@@ -867,6 +879,18 @@
         <translation>回复结束</translation>
     </message>
     <message>
+        <source>side by side</source>
+        <translation>并行</translation>
+    </message>
+    <message>
+        <source>paused</source>
+        <translation>已暂停</translation>
+    </message>
+    <message>
+        <source>resumed</source>
+        <translation>已恢复</translation>
+    </message>
+    <message>
         <source>{tokens} tokens</source>
         <translation>{tokens} 个词元</translation>
     </message>
@@ -877,6 +901,14 @@
     <message>
         <source>{rate} tokens/s</source>
         <translation>{rate} 词元/秒</translation>
+    </message>
+    <message>
+        <source>{n} replies</source>
+        <translation>{n} 个回复</translation>
+    </message>
+    <message>
+        <source>alone</source>
+        <translation>单独</translation>
     </message>
     <message>
         <source>Some characters in your message could not be kept and were replaced with �.</source>
@@ -1277,6 +1309,14 @@
     <message>
         <source>Loading {tried} layers on the GPU failed ({reason}), probably for want of GPU memory; {got} layers were loaded there instead.</source>
         <translation>在 GPU 上加载 {tried} 层失败（{reason}），可能是 GPU 显存不足；改为在那里加载了 {got} 层。</translation>
+    </message>
+    <message>
+        <source>Batch: {used} of {places} places in use · {decoding} decoding side by side · {paused} paused (slow reader)</source>
+        <translation>批处理：已用 {used} / {places} 个位置 · {decoding} 个正在并行解码 · {paused} 个已暂停（读取方较慢）</translation>
+    </message>
+    <message>
+        <source>Batch: {used} of {places} places in use · {decoding} decoding side by side</source>
+        <translation>批处理：已用 {used} / {places} 个位置 · {decoding} 个正在并行解码</translation>
     </message>
 </context>
 <context>
@@ -1755,12 +1795,28 @@
         <translation>词元/秒</translation>
     </message>
     <message>
+        <source>Side by side</source>
+        <translation>并行数</translation>
+    </message>
+    <message>
         <source>Duration</source>
         <translation>耗时</translation>
     </message>
     <message>
+        <source>Replies the model decoded in the same step as this one, itself counted; once it ended, the most there were.</source>
+        <translation>与此回复在同一步中解码的回复数（含其自身）；结束后显示最多时的数量。</translation>
+    </message>
+    <message>
+        <source>Places: how many replies the model can write at once (Settings, Compute, Parallel replies), the window&apos;s and the API&apos;s. A paused reply waits out of the batch until its reader catches up; the others go on.</source>
+        <translation>位置：模型可同时撰写的回复数（设置 › 计算 › 并行回复），包括本窗口的和 API 的。已暂停的回复会离开批处理，等待其读取方跟上；其他回复继续进行。</translation>
+    </message>
+    <message>
         <source>Stop request</source>
         <translation>停止请求</translation>
+    </message>
+    <message>
+        <source>Its client reads slower than the model writes: the reply waits, out of the batch, for it to catch up; the others go on.</source>
+        <translation>其客户端读取的速度慢于模型撰写的速度：此回复离开批处理，等待客户端跟上；其他回复继续进行。</translation>
     </message>
 </context>
 <context>
@@ -1792,6 +1848,10 @@
     <message>
         <source>{name} (not found now)</source>
         <translation>{name}（现在未找到）</translation>
+    </message>
+    <message>
+        <source>{auto} ({n} now)</source>
+        <translation>{auto}（当前 {n}）</translation>
     </message>
     <message>
         <source>Measuring; the status line shows the progress.</source>

@@ -85,6 +85,7 @@ class AppDialogs(QObject):
             threads=self._session.metrics.threads,
             devices=[(d.name, d.description) for d in placement.devices] if placement else (),
             placement=say_sentence(placement.details()) if placement else "",
+            parallel=model.parallel if model is not None else 0,
         )
         dialog.settings_chosen.connect(self._choose_settings)
         dialog.measure_threads.connect(self._session.measure_threads)

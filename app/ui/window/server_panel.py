@@ -1,6 +1,9 @@
 """The local API server in the window: settings, address on the status line, requests panel.
 
-The panel is a dock, like the diagnostics: the recent requests, with Stop for each.
+The panel is a dock, like the diagnostics: the recent requests, a row each with its status
+(streaming, paused for a slow reader, stopped…), its rate and the replies decoded side by side
+with it, with Stop for each; over them, how many of the model's places for replies side by
+side are in use (the window's reply counts too).
 
 The window does not import the server; it drives :class:`~app.flow.serving.ApiServing`,
 which the composition root gave a way to start it.
@@ -18,6 +21,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
     QHBoxLayout,
+    QLabel,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -27,8 +31,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.flow.preferences import PreferencesKeeper
-from app.flow.requests import ServedRequest
+from app.flow.requests import BatchUse, ServedRequest
 from app.flow.serving import ApiServing
+from app.flow.words import say_sentence
 from app.store.preferences import API_SERVER_KEY_NAME, ApiServerPreferences
 from app.store.secrets import load_api_key, save_api_key
 from app.ui.dialogs.api_server_dialog import ApiServerDialog
@@ -37,16 +42,26 @@ from app.ui.window.main_window import MainWindow
 REFRESH_MS = 500
 """How often the panel and the status line read the requests (a person reads them)."""
 
-COLUMNS = 8
+COLUMNS = 9
+
+STATUS_COLUMN = 3
+SIDE_BY_SIDE_COLUMN = 7
 
 
 class ServerPanel(QWidget):
-    """The recent requests: time, client, endpoint, status, tokens, rate, duration; Stop."""
+    """The recent requests, with the batch's use over them; Stop.
+
+    A row each: time, client, endpoint, status, tokens, rate, replies side by side, duration.
+    """
 
     def __init__(self, serving: ApiServing, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("serverPanel")
         self._serving = serving
+        self.batch = QLabel()
+        self.batch.setObjectName("serverBatch")
+        self.batch.setWordWrap(True)
+        self.batch.hide()
         self.table = QTableWidget(0, COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -58,6 +73,7 @@ class ServerPanel(QWidget):
         row.addStretch(1)
         row.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.batch)
         layout.addWidget(self.table)
         layout.addLayout(row)
         self._ids: list[int] = []
@@ -74,10 +90,33 @@ class ServerPanel(QWidget):
                 self.tr("Prompt (cached)"),
                 self.tr("Reply"),
                 self.tr("tok/s"),
+                self.tr("Side by side"),
                 self.tr("Duration"),
             ]
         )
+        header = self.table.horizontalHeaderItem(SIDE_BY_SIDE_COLUMN)
+        if header is not None:
+            header.setToolTip(
+                self.tr(
+                    "Replies the model decoded in the same step as this one, itself counted; "
+                    "once it ended, the most there were."
+                )
+            )
+        self.batch.setToolTip(
+            self.tr(
+                "Places: how many replies the model can write at once (Settings, Compute, "
+                "Parallel replies), the window's and the API's. A paused reply waits out of "
+                "the batch until its reader catches up; the others go on."
+            )
+        )
         self.stop_button.setText(self.tr("Stop request"))
+
+    def show_batch(self, use: BatchUse | None) -> None:
+        """Say how the batch's places are used (None: no local model, nothing to say)."""
+        self.batch.setVisible(use is not None)
+        text = say_sentence(use.sentence()) if use is not None else ""
+        if self.batch.text() != text:
+            self.batch.setText(text)
 
     def refresh(self) -> None:
         """Show the requests as they are now (newest first)."""
@@ -93,6 +132,17 @@ class ServerPanel(QWidget):
                     self.table.setItem(row, column, item)
                 if item.text() != text:
                     item.setText(text)
+            status = self.table.item(row, STATUS_COLUMN)
+            paused = request.status() == "paused"
+            if status is not None and (status.toolTip() != "") != paused:
+                status.setToolTip(
+                    self.tr(
+                        "Its client reads slower than the model writes: the reply waits, out "
+                        "of the batch, for it to catch up; the others go on."
+                    )
+                    if paused
+                    else ""
+                )
         if selected in self._ids:
             self.table.selectRow(self._ids.index(selected))
 
@@ -117,6 +167,7 @@ def _cells(request: ServedRequest) -> list[str]:
     prompt = f"{report.prompt_tokens} ({report.cached_tokens})" if report else ""
     reply = str(report.reply_tokens) if report else ""
     rate = request.tokens_per_second()
+    side_by_side = request.side_by_side()
     return [
         time.strftime("%H:%M:%S", time.localtime(request.received_at)),
         request.client,
@@ -125,6 +176,7 @@ def _cells(request: ServedRequest) -> list[str]:
         prompt,
         reply,
         f"{rate:.1f}" if rate else "",
+        str(side_by_side) if side_by_side else "",
         f"{request.duration():.1f} s",
     ]
 
@@ -193,7 +245,19 @@ class ServerFace(QObject):
         if self.address_button.text() != status:
             self.address_button.setText(status)
         if self.dock.isVisible():
+            self.panel.show_batch(self.batch_use())
             self.panel.refresh()
+
+    def batch_use(self) -> BatchUse | None:
+        """How the local model's places are used by the requests and the window's reply.
+
+        None: no local model, or one that does not say how many places it has.
+        """
+        session = self._window.session
+        model = session.host.served_model
+        if model is None or model.parallel <= 0:
+            return None
+        return self._serving.board.batch_use(model.parallel, [session.runner.report])
 
     @Slot()
     def copy_address(self) -> None:
