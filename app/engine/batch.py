@@ -67,6 +67,11 @@ class AbortFlag(Protocol):
         """Let steps run again."""
         ...
 
+    @property
+    def raised(self) -> bool:
+        """Whether a Stop raised it since it was last lowered."""
+        ...
+
 
 class SequenceHost(Protocol):
     """What the batch asks of the engine that owns the context."""
@@ -214,6 +219,11 @@ class BatchDecoder:
     def placed(self) -> list[BatchedReply]:
         """The replies in the batch now (computing, or waiting for their readers)."""
         return list(self._placed)
+
+    @property
+    def busy(self) -> bool:
+        """Whether any reply is in the batch."""
+        return bool(self._placed)
 
     @property
     def free(self) -> bool:
@@ -478,6 +488,8 @@ class BatchDecoder:
 
     def _end_stopped(self) -> None:
         """End every stopped reply, then let steps run again (a later Stop raises it anew)."""
+        if not self._abort.raised:
+            return  # every placed reply's Stop raises it: none was stopped since it was lowered
         while True:
             stopped = [r for r in self._placed if r.stop.is_set()]
             for reply in stopped:

@@ -367,7 +367,7 @@ class InferenceWorker(QThread):
                 if done.quit:
                     return
                 batch = self._batch()
-                if batch is not None and batch.placed and (batch.computing or done.woke):
+                if batch is not None and batch.busy and (batch.computing or done.woke):
                     self._step(batch)
                     self._take_jobs(waiting, block=False)
                 else:
@@ -394,9 +394,9 @@ class InferenceWorker(QThread):
         """Move the submitted jobs to ``waiting``; wait for one first if ``block``."""
         if block:
             waiting.append(self._jobs.get())
-        with contextlib.suppress(queue.Empty):
-            while True:
-                waiting.append(self._jobs.get_nowait())
+        jobs = self._jobs
+        while not jobs.empty():  # this thread alone takes from it: not empty stays so
+            waiting.append(jobs.get_nowait())
 
     def _wake(self) -> None:
         self._jobs.put(_WAKE)
@@ -409,6 +409,8 @@ class InferenceWorker(QThread):
         as places are free (one at a time without a batch), the window's first.
         """
         done = _Done()
+        if not waiting:
+            return done
         i = 0
         while i < len(waiting):
             job = waiting[i]
@@ -424,7 +426,7 @@ class InferenceWorker(QThread):
                 self._count(job)
             else:
                 batch = self._batch()
-                if i > 0 or (batch is not None and batch.placed):
+                if i > 0 or (batch is not None and batch.busy):
                     break  # after the replies taken before it
                 if isinstance(job, _QuitJob):
                     del waiting[i]
@@ -510,7 +512,8 @@ class InferenceWorker(QThread):
                 conversation=job.conversation,
                 plain=job.prompt,
             )
-            batch.place(reply)
+            if not batch.place(reply):  # the caller saw a free place: a bug if none is
+                raise RuntimeError("no free place in the batch")
         except Exception:
             for remove in removers:
                 remove()
@@ -523,7 +526,7 @@ class InferenceWorker(QThread):
         except Exception as exc:
             log.exception("A step of the batch failed")
             self._abandon(batch, exc)
-        if not batch.placed:
+        if not batch.busy:
             CRASH_RECORD.doing("idle")
 
     @staticmethod
