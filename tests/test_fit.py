@@ -152,6 +152,35 @@ def test_chunks_on_a_gpu_grow_to_the_budget_and_never_past_twice_a_call() -> Non
     assert slow[-1][0] >= 30
 
 
+def _beside(time_of: object, step: float, chunks: int = 12) -> list[tuple[int, float]]:
+    """Chunks sized as :mod:`app.engine.batch` sizes them beside replies that take ``step``."""
+    sizer = ChunkSizer(0.75 * step, n_batch=512, smallest=2, first=2)
+    sizer.ceiling = step
+    taken = []
+    for _ in range(chunks):
+        n = sizer.size
+        elapsed = time_of(n)  # type: ignore[operator]
+        taken.append((n, elapsed))
+        sizer.record(n, elapsed)
+    return taken
+
+
+def test_chunks_beside_decoding_replies_take_a_share_of_their_step_at_most_a_step() -> None:
+    # This CPU: 4 ms a call, 2.7 ms a token; the others' step 17 ms. Budget 12.75 ms: 3 tokens.
+    cpu = _beside(lambda n: 0.004 + 0.0027 * n, step=0.017)
+    assert cpu[0][0] == 2
+    assert all(n in (2, 3, 4) for n, _ in cpu)
+    assert all(t <= 0.017 for _, t in cpu[1:])
+    # A GPU whose fixed part exceeds the share (8 ms a call, step 10 ms): the chunk grows to
+    # what a step allows beyond it, never past the step, not stuck at 2 tokens.
+    gpu = _beside(lambda n: 0.008 + 0.00002 * n, step=0.010)
+    assert all(t <= 0.010 + 1e-9 for _, t in gpu)
+    assert gpu[-1][0] >= 60
+    # A call dearer than a whole step: the smallest chunk, at its cost.
+    slow = _beside(lambda n: 0.030 + 0.001 * n, step=0.010)
+    assert all(n == 2 for n, _ in slow[1:])
+
+
 def test_parallel_replies_are_chosen_from_the_caches_and_the_memory() -> None:
     mib = 1024 * 1024
     # A quarter of the memory for the caches: 4 GiB free and 256 MiB each holds four.

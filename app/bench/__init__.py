@@ -12,8 +12,9 @@ The parts: :mod:`~app.bench.plan` (what is measured, how much, the targets),
 over :mod:`~app.bench.engine_drive`), the baselines (:mod:`~app.bench.loops` for
 llama-cpp-python, run in a bare child process by :mod:`~app.bench.bare`;
 :mod:`~app.bench.designs` for the per-piece designs), the server (:mod:`~app.bench.server`),
-the report (:mod:`~app.bench.report`, and :mod:`~app.bench.chart` for the picture), and
-:mod:`~app.bench.run` and :mod:`~app.bench.cli` that put them together.
+replies side by side (:mod:`~app.bench.parallel`), the report (:mod:`~app.bench.report`, and
+:mod:`~app.bench.chart` for the picture), and :mod:`~app.bench.run` and :mod:`~app.bench.cli`
+that put them together.
 """
 
 from __future__ import annotations

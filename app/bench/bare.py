@@ -93,6 +93,32 @@ class BareLoops:
         answer = self._ask({"do": "native", "tokens": list(tokens), "threads": threads})
         return float(answer["rate"])
 
+    def plain_tokens(self, text: str) -> list[int]:
+        """A plain text to continue as the engine reads it (BOS, special tokens parsed)."""
+        tokens: list[int] = self._ask({"do": "plain", "text": text})["tokens"]
+        return tokens
+
+    def batch_run(
+        self, prompts: Sequence[Sequence[int]], tokens: int, n_ctx_seq: int, threads: int
+    ) -> list[list[float]]:
+        """The lean C-API loop over ``prompts`` side by side (one ``llama_decode`` a step).
+
+        Each sequence's token times (``time.perf_counter()``, the same clock as this
+        process's on Linux and macOS); ``threads`` decode, in a context of ``len(prompts)``
+        sequences of ``n_ctx_seq`` tokens each.
+        """
+        answer = self._ask(
+            {
+                "do": "batch",
+                "prompts": [list(p) for p in prompts],
+                "tokens": tokens,
+                "n_ctx_seq": n_ctx_seq,
+                "threads": threads,
+            }
+        )
+        times: list[list[float]] = answer["times"]
+        return times
+
     def prefill_run(self, tokens: Sequence[int], threads: int) -> float:
         """``Llama.eval`` of ``tokens`` on an empty cache, ``threads`` batch threads: tok/s."""
         answer = self._ask({"do": "prefill", "tokens": list(tokens), "threads": threads})
@@ -141,6 +167,14 @@ def _serve(spec: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
                 elif do == "native":
                     loops.set_threads(request["threads"], loops.threads_batch)
                     answer({"rate": loops.native_run(request["tokens"])})
+                elif do == "plain":
+                    answer({"tokens": loops.plain_tokens(request["text"])})
+                elif do == "batch":
+                    loops.set_threads(request["threads"], loops.threads_batch)
+                    times = loops.batch_run(
+                        request["prompts"], int(request["tokens"]), int(request["n_ctx_seq"])
+                    )
+                    answer({"times": times})
                 elif do == "prefill":
                     loops.set_threads(loops.threads, request["threads"])
                     answer({"rate": loops.prefill_run(request["tokens"])})

@@ -6,6 +6,10 @@
   incremental UTF-8 decoder): no UI, no queue, no stop checks. The practical limit.
 - prompt processing: llama-cpp-python's ``Llama.eval`` of the templated prompt's tokens on an
   empty cache, in ``n_batch`` chunks, as it does before every reply.
+- ``batch``: several sequences decoded side by side, as lean as ``native``: a context of their
+  own (``n_seq_max`` of them, a KV cache stream each), every prompt read in one
+  ``llama_decode``, then one ``llama_decode`` per step holding each sequence's next token, a
+  greedy sampler per sequence, ``llama_token_to_piece`` and a UTF-8 decoder per sequence.
 
 All three share one ``Llama`` opened with the app's context and batch; the thread counts are
 set before each run. They run in a bare child process (:mod:`app.bench.bare`), never beside
@@ -49,6 +53,7 @@ class LlamaLoops:
         )
         self.max_tokens = max_tokens
         self.threads, self.threads_batch = self.llm.n_threads, self.llm.n_threads_batch
+        self._batch_ctx: tuple[tuple[int, int], Any] | None = None
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
         llm = self.llm
         self._formatter = llama_chat_format.Jinja2ChatFormatter(
@@ -66,6 +71,11 @@ class LlamaLoops:
         tokens: list[int] = self.llm.tokenize(
             rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
         )
+        return tokens
+
+    def plain_tokens(self, text: str) -> list[int]:
+        """A plain text as the engine reads one to continue (``LlamaBackend.render_tokens``)."""
+        tokens: list[int] = self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
         return tokens
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
@@ -133,8 +143,106 @@ class LlamaLoops:
         self.llm.eval(tokens)
         return len(tokens) / (time.perf_counter() - began)
 
+    def _context_for(self, n_seq: int, n_ctx_seq: int) -> Any:
+        """A context for ``n_seq`` sequences of ``n_ctx_seq`` tokens each (kept for the next run).
+
+        Made as the app makes one (:func:`app.engine.llama._sequences`): llama-cpp-python's
+        own context parameters (those of :attr:`llm`), with ``n_seq_max`` sequences, a KV
+        cache stream each (``kv_unified`` off) and ``n_ctx`` for all of them.
+        """
+        key = (n_seq, n_ctx_seq)
+        if self._batch_ctx is not None and self._batch_ctx[0] == key:
+            return self._batch_ctx[1]
+        self._free_batch_ctx()
+        params = llama_cpp.llama_context_params.from_buffer_copy(self.llm.context_params)
+        params.n_ctx = n_seq * n_ctx_seq
+        params.n_seq_max = n_seq
+        params.kv_unified = False
+        params.n_threads, params.n_threads_batch = self.threads, self.threads_batch
+        ctx = llama_cpp.llama_init_from_model(self.llm._model.model, params)
+        if not ctx:
+            raise RuntimeError(f"no context for {n_seq} sequences of {n_ctx_seq} tokens")
+        self._batch_ctx = (key, ctx)
+        return ctx
+
+    def _free_batch_ctx(self) -> None:
+        if self._batch_ctx is not None:
+            llama_cpp.llama_free(self._batch_ctx[1])
+            self._batch_ctx = None
+
+    def batch_run(
+        self, prompts: Sequence[Sequence[int]], tokens: int, n_ctx_seq: int
+    ) -> list[list[float]]:
+        """``prompts`` decoded side by side, greedy, ``tokens`` each (fewer at end of text).
+
+        Returns each sequence's token times (``time.perf_counter()`` as its text is ready),
+        so prompt processing is no part of a rate computed from them.
+        """
+        n_seq = len(prompts)
+        ctx = self._context_for(n_seq, n_ctx_seq)
+        llama_cpp.llama_set_n_threads(ctx, self.threads, self.threads_batch)
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+        vocab = self._vocab
+        n_batch = int(llama_cpp.llama_n_batch(ctx))
+        total = sum(len(p) for p in prompts)
+        if total > n_batch:
+            raise ValueError(f"the prompts ({total} tokens) exceed a batch of {n_batch}")
+        batch = llama_cpp.llama_batch_init(max(n_batch, n_seq), 0, 1)
+        samplers = [llama_cpp.llama_sampler_init_greedy() for _ in prompts]
+        decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace") for _ in prompts]
+        buffer = ctypes.create_string_buffer(256)
+        times: list[list[float]] = [[] for _ in prompts]
+        text: list[list[str]] = [[] for _ in prompts]
+        positions = [len(p) for p in prompts]
+        outputs: list[int] = []  # each live sequence's row of logits in the last step
+
+        def put(i: int, token: int, pos: int, seq: int, logits: bool) -> None:
+            batch.token[i] = token
+            batch.pos[i] = pos
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq
+            batch.logits[i] = logits
+
+        try:
+            n = 0
+            for seq, prompt in enumerate(prompts):
+                for pos, token in enumerate(prompt):
+                    put(n, token, pos, seq, pos == len(prompt) - 1)
+                    n += 1
+                outputs.append(n - 1)
+            batch.n_tokens = n
+            _decode(ctx, batch)
+            live = list(range(n_seq))
+            for _ in range(tokens):
+                step: list[int] = []
+                n = 0
+                for seq, row in zip(live, outputs, strict=True):
+                    token = llama_cpp.llama_sampler_sample(samplers[seq], ctx, row)
+                    if llama_cpp.llama_vocab_is_eog(vocab, token):
+                        continue
+                    size = llama_cpp.llama_token_to_piece(
+                        vocab, token, buffer, len(buffer), 0, False
+                    )
+                    text[seq].append(decoders[seq].decode(buffer.raw[:size]))
+                    times[seq].append(time.perf_counter())
+                    put(n, token, positions[seq], seq, True)
+                    positions[seq] += 1
+                    step.append(seq)
+                    n += 1
+                if not step:
+                    break
+                live, outputs = step, list(range(n))
+                batch.n_tokens = n
+                _decode(ctx, batch)
+        finally:
+            for sampler in samplers:
+                llama_cpp.llama_sampler_free(sampler)
+            llama_cpp.llama_batch_free(batch)
+        return times
+
     def close(self) -> None:
-        """Free the model."""
+        """Free the model (and the context of the batched runs)."""
+        self._free_batch_ctx()
         self.llm.close()
 
 

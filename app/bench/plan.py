@@ -116,6 +116,12 @@ TARGETS: list[Target] = [
     Target("download.loop_lag_ms.p99", "<=", 16.7),
     Target("window_cost.cpu_share", "<=", 0.03),
     Target("window_cost.decode_busy", ">=", 0.95),
+    Target("parallel.native_ratio", ">=", 0.90),
+    Target("parallel.prefill_stall_ratio", "<=", 2.0),
+    Target("parallel.stop_ms.prompt.p95", "<=", 25.0),
+    Target("parallel.stop_ms.decode.p95", "<=", 10.0),
+    Target("parallel.slow_reader.ratio", ">=", 0.95),
+    Target("parallel.slow_reader.rss_growth_mb", "<=", 5.0),
     # On a real GPU, every layer offloaded (lavapipe, a Vulkan driver on the CPU, gets none).
     Target("gpu.native_ratio", ">=", 0.95),
     Target("gpu.stop_prefill_ms.p95", "<=", 25.0),
@@ -158,6 +164,16 @@ class Plan:
         gpu_decode_tokens: tokens per reply timed there.
         gpu_stops: Stops there, in prompt processing and in a reply each.
         window_cost_replies: replies the window's cost is measured over.
+        parallel_rounds: rounds over 1, 2, 4 and 8 streams side by side (and pairs against
+            the native batched loop at 4).
+        parallel_tokens: tokens per stream in those rounds and per peer client.
+        parallel_cycles: newcomers with a long prompt (each stopped in it) and Stops of a
+            fourth reply, beside three streams.
+        parallel_window_s: the window of the three streams alone before each newcomer.
+        parallel_prompt_words: the newcomer's prompt, in words (about 1.3 tokens each).
+        parallel_slow_seconds: each window of the slow-reader comparison.
+        parallel_slow_rounds: slow readers, one after another, each between two windows.
+        parallel_peer_rounds: rounds of four openai clients against each server.
     """
 
     pairs: int
@@ -187,6 +203,14 @@ class Plan:
     gpu_decode_tokens: int
     gpu_stops: int
     window_cost_replies: int
+    parallel_rounds: int
+    parallel_tokens: int
+    parallel_cycles: int
+    parallel_window_s: float
+    parallel_prompt_words: int
+    parallel_slow_seconds: float
+    parallel_slow_rounds: int
+    parallel_peer_rounds: int
 
     @staticmethod
     def make(quick: bool) -> Plan:
@@ -221,6 +245,14 @@ class Plan:
                 gpu_decode_tokens=6,
                 gpu_stops=2,
                 window_cost_replies=2,
+                parallel_rounds=1,
+                parallel_tokens=16,
+                parallel_cycles=2,
+                parallel_window_s=0.5,
+                parallel_prompt_words=200,
+                parallel_slow_seconds=2.0,
+                parallel_slow_rounds=1,
+                parallel_peer_rounds=1,
             )
         # Fifteen pairs per baseline: single pairs spread over +-6 % on a 2-core machine, and a
         # median of nine moved by 2 % between runs of the same code (README, "Measured").
@@ -252,6 +284,14 @@ class Plan:
             gpu_decode_tokens=128,
             gpu_stops=20,
             window_cost_replies=7,
+            parallel_rounds=3,
+            parallel_tokens=128,
+            parallel_cycles=6,
+            parallel_window_s=1.5,
+            parallel_prompt_words=1_500,
+            parallel_slow_seconds=6.0,
+            parallel_slow_rounds=3,
+            parallel_peer_rounds=2,
         )
 
 

@@ -287,17 +287,57 @@ def _server_lines(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _parallel_lines(doc: dict[str, Any]) -> list[str]:
+    section = doc.get("parallel")
+    if not section:
+        return []
+    ratio, rates = section["aggregate_ratio"], section["aggregate_tok_s"]
+    stall, slow, peer = section["prefill_stall"], section["slow_reader"], section["peer"]
+    gap = section["gap_ms"]
+    lines = [
+        f"replies side by side ({section['tokens_per_stream']} tokens a stream, "
+        f"{section['threads']} threads, median of {section['rounds']} rounds):",
+        "",
+        "| streams | total tok/s | over one stream |",
+        "| --- | --- | --- |",
+        f"| 1 | {rates['1']} | 1 |",
+    ]
+    for n in (key for key in rates if key != "1"):
+        lines.append(f"| {n} | {rates[n]} | {ratio[n]} {ratio[n + '_ci']} |")
+    lines += [
+        "",
+        f"native batched loop at 4 streams {section['native_tok_s']} tok/s, "
+        f"parallel.native_ratio {section['native_ratio']} {section['native_ratio_ci']}; gap "
+        f"between pieces at 4 streams p50 {gap['p50']} ms, p99 {gap['p99']} ms; beside a "
+        f"{stall['newcomer_prompt_tokens']}-token prompt p99 {stall['gap_ms_while_read']['p99']}"
+        f" ms against {stall['gap_ms_without']['p99']} ms without",
+        f"slow reader (100 bytes/s through the API server), {len(slow['rounds'])} rounds: the "
+        f"others' rate beside it over without, {slow['ratio']} {slow['ratio_ci95']}; RSS "
+        f"{slow['rss_growth_mb']:+} MB; "
+        + "; ".join(
+            f"{r['others_tok_s_with']} against {r['others_tok_s_without']} tok/s (paused after "
+            f"{r['tokens_before_paused']} tokens, {r['slow_tokens_meanwhile']} of it meanwhile)"
+            for r in slow["rounds"]
+        ),
+        f"four openai clients: Floodgate's server {peer['floodgate_tok_s']} tok/s in all, the "
+        f"fourth's first token after {peer['floodgate_fourth_ttft_ms']} ms; {peer['server']} "
+        f"{peer['peer_tok_s']} tok/s, after {peer['peer_fourth_ttft_ms']} ms",
+    ]
+    return ["", *lines]
+
+
 def table(doc: dict[str, Any]) -> str:
     """The bench's figures against their targets, as Markdown tables and lines."""
     if "baselines" not in doc:  # one section alone (--only)
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
-        return "\n".join(lines + _gpu_lines(doc))
+        return "\n".join(lines + _parallel_lines(doc) + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _threads_table(doc)
     lines += _server_lines(doc)
+    lines += _parallel_lines(doc)
     lines += _download_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)

@@ -31,6 +31,7 @@ from app.bench.measure import (
     throughput,
     trace_cost,
 )
+from app.bench.parallel import parallel
 from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
 from app.bench.prefill import prefill
 from app.bench.server import remote
@@ -140,13 +141,23 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = ("server", "download", "ttft_ms", "gpu", "window_cost", "long_reply", "large_messages")
+SECTIONS = (
+    "server",
+    "download",
+    "ttft_ms",
+    "gpu",
+    "window_cost",
+    "long_reply",
+    "large_messages",
+    "parallel",
+)
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
 Alone, ``window_cost`` opens the app as the whole run does (its worker measures its decode
 threads first, unless ``--threads`` sets them); ``ttft_ms`` runs at ``--threads`` (default:
 every physical core) rather than at the count the app's worker would measure, and without the
-prefill pairs' progress cost.
+prefill pairs' progress cost; ``parallel`` decodes at ``--threads`` too (default: every
+physical core).
 """
 
 
@@ -172,6 +183,12 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         return {"long_reply": _long_reply(setup), "machine": machine(setup)}
     if only == "large_messages":
         return {"large_messages": _large_messages(setup), "machine": machine(setup)}
+    if only == "parallel":
+        cores = setup.options.n_threads or physical_cores()
+        batch = setup.options.n_threads_batch or physical_cores()
+        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=batch)
+        setup.log("replies side by side (one llama_decode per step for all)…")
+        return {"parallel": await parallel(setup), "machine": machine(setup)}
     if only == "ttft_ms":
         cores = setup.options.n_threads or physical_cores()
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
@@ -196,6 +213,8 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     server = await remote(setup)
     setup.log("Floodgate as a local API server…")
     local = await local_api(setup)
+    setup.log("replies side by side (one llama_decode per step for all)…")
+    side_by_side = await parallel(setup)
     setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
     fetched = await download(setup)
     setup.log("the GPU, if there is one…")
@@ -221,6 +240,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "baselines": baselines,
         "remote": server,
         "server": local,
+        "parallel": side_by_side,
         "download": fetched,
         "gpu": on_gpu,
         **prompt,

@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,13 +37,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(setup: Setup, port: int) -> subprocess.Popen[bytes]:
+def _start_server(setup: Setup, port: int, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable, "-m", "llama_cpp.server", "--model", str(setup.model),
             "--model_alias", "bench", "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(setup.options.n_ctx), "--n_threads", str(setup.options.n_threads),
-            "--n_threads_batch", str(setup.options.n_threads_batch),
+            "--n_threads_batch", str(setup.options.n_threads_batch), *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

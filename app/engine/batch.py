@@ -41,7 +41,7 @@ from app.engine.generation import (
     held_back,
     new_text_decoder,
 )
-from app.engine.sequence import MIN_CHUNK, ChunkSizer, KvSequence, common_prefix
+from app.engine.sequence import ChunkSizer, KvSequence, common_prefix
 from app.engine.stop import StopSignal
 from app.trace import TRACE
 
@@ -50,10 +50,7 @@ PREFILL_SHARE = 0.75
 step's time: their gap between tokens grows by that share at most while it is read."""
 
 MIXED_CHUNK = 2
-"""The smallest prompt chunk read beside decoding replies (and the first, before its rate
-is known, is :data:`FIRST_MIXED_CHUNK`)."""
-
-FIRST_MIXED_CHUNK = 4
+"""The smallest prompt chunk read beside decoding replies, and the first."""
 
 
 class AbortFlag(Protocol):
@@ -141,7 +138,13 @@ class BatchedReply:
         self.sampler: Any = None
         self.stops = StopStrings(())
         self.decoder = new_text_decoder()
+        self.sequence_rate = 0.0
+        """Its sequence's last prompt rate alone when placed (sizes a first chunk alone)."""
         self.sizer: ChunkSizer | None = None
+        """Sizes its prompt's chunks while nothing else decodes."""
+        self.sizer_beside: ChunkSizer | None = None
+        """Sizes them while other replies stream: each its own sizer, as chunks beside
+        decoding replies are small and cost more per token (a call's fixed part)."""
         self.pending: int | None = None
         """The last token sampled, which the next step decodes (None: reading the prompt)."""
         self.held = ""
@@ -275,8 +278,7 @@ class BatchDecoder:
         reply.room = n_ctx - len(prompt)
         max_tokens = reply.settings.max_tokens
         reply.limit = min(max_tokens, reply.room) if max_tokens > 0 else reply.room
-        rate = sequence.rate
-        reply.sizer = ChunkSizer(self._chunk_seconds or 1.0, self._n_batch, rate)
+        reply.sequence_rate = sequence.rate
         reply._remove_listener = reply.stop.add_listener(self._abort.raise_flag)
         self._used[sequence.seq_id] = self._steps
         return True
@@ -316,7 +318,12 @@ class BatchDecoder:
         if decoding:
             self._decode_tokens(decoding, size)
         if reading is not None and not reading.stop.is_set():
-            self._read_prompt(reading, size, mixed=bool(decoding))
+            # Beside others as long as any streams, held for its reader too: it comes back
+            # at the next step, and should not wait behind a chunk sized for an idle batch.
+            streaming = bool(decoding) or any(
+                r.held and not r.ending and r is not reading for r in self._placed
+            )
+            self._read_prompt(reading, size, mixed=streaming)
 
     def _decode_tokens(self, decoding: list[BatchedReply], size: int) -> None:
         """Decode each reply's last sampled token in one call, then sample the next ones."""
@@ -390,38 +397,58 @@ class BatchDecoder:
     def _prompt_chunk(self, reply: BatchedReply, *, mixed: bool) -> list[int]:
         """The next piece of ``reply``'s prompt, sized to a time."""
         room = self._n_batch
-        sequence, sizer = reply.sequence, reply.sizer
+        sequence = reply.sequence
         assert sequence is not None
-        assert sizer is not None
         done = len(sequence.tokens)
         left = len(reply.prompt) - done
-        if mixed:
-            # Beside decoding replies: a share of their step's time, measured as it goes.
-            sizer.seconds = PREFILL_SHARE * self.decode_step if self.decode_step else 0.0
-            sizer.smallest = MIXED_CHUNK
-            wanted = sizer.size if sizer.seconds else FIRST_MIXED_CHUNK
-            size = max(MIXED_CHUNK, min(wanted, room))
-        else:
-            sizer.seconds, sizer.smallest = self._chunk_seconds, MIN_CHUNK
-            size = sizer.size if self._chunk_seconds else self._n_batch
-            size = max(MIXED_CHUNK, min(size, room))
+        sizer = self._sizer(reply, mixed=mixed)
+        # No sizer: the first chunk beside others, or chunks of n_batch when asked no time.
+        size = sizer.size if sizer is not None else MIXED_CHUNK if mixed else self._n_batch
+        size = max(MIXED_CHUNK, min(size, room))
         n = min(size, left)
         if left - n == 1:  # never leave a lone last token: computed alone it differs
             n = n + 1 if n < room else n - 1
         return reply.prompt[done : done + max(1, n)]
 
+    def _sizer(self, reply: BatchedReply, *, mixed: bool) -> ChunkSizer | None:
+        """The sizer for ``reply``'s next chunk; None before there is a time to size to."""
+        if not mixed:
+            if not self._chunk_seconds:
+                return None
+            if reply.sizer is None:
+                reply.sizer = ChunkSizer(self._chunk_seconds, self._n_batch, reply.sequence_rate)
+            return reply.sizer
+        # Beside decoding replies: a share of their step's time, as the step is now.
+        if not self.decode_step:
+            return None
+        # Its own sizer: small chunks here cost more per token (a call's fixed part) than
+        # those read alone. Whatever the floor over the fixed part (a GPU's), the ceiling is a
+        # whole step, so that the others' gap between tokens at most doubles.
+        sizer = reply.sizer_beside
+        if sizer is None:
+            sizer = reply.sizer_beside = ChunkSizer(
+                0.0,
+                self._n_batch,
+                smallest=MIXED_CHUNK,
+                first=MIXED_CHUNK,
+            )
+        sizer.seconds = PREFILL_SHARE * self.decode_step
+        sizer.ceiling = self.decode_step
+        return sizer
+
     def _read(self, reply: BatchedReply, chunk: list[int], elapsed: float, *, mixed: bool) -> None:
         """A prompt chunk went through: count it, size the next, begin the reply if done."""
-        sequence, sizer = reply.sequence, reply.sizer
+        sequence = reply.sequence
         assert sequence is not None
-        assert sizer is not None
-        own = elapsed
         sequence.tokens.extend(chunk)
-        sequence.seconds += own
-        if own > 0:
-            measured = len(chunk) / own
-            sequence.rate = measured if not sequence.rate else 0.5 * (sequence.rate + measured)
-            sizer.record(len(chunk), own)
+        sequence.seconds += elapsed
+        if elapsed > 0:
+            sizer = self._sizer(reply, mixed=mixed)
+            if sizer is not None:
+                sizer.record(len(chunk), elapsed)
+            if not mixed:  # the rate that sizes a later prompt's first chunk, read alone
+                measured = len(chunk) / elapsed
+                sequence.rate = measured if not sequence.rate else 0.5 * (sequence.rate + measured)
         reply.report.prefill_done = len(sequence.tokens)
         if len(sequence.tokens) == len(reply.prompt):
             reply.report.prefill_ended_at = time.perf_counter()

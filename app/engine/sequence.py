@@ -32,46 +32,81 @@ QUICKEST_SHARE = 1.5
 
 
 class ChunkSizer:
-    """Sizes prompt chunks so that each takes about ``seconds``, from what the last one took.
+    """Sizes prompt chunks so that each takes about ``seconds``, from what the last ones took.
 
-    Each chunk is sized from the one before: as many tokens as would take the budget at its
-    rate, never more than twice as many (a chunk cheaper per token when larger, as on a GPU,
-    is found by growing; one noisy chunk makes no wild jump). On a CPU a chunk's time
-    follows its tokens. On a GPU a call has a fixed part (launches, reading the weights once):
-    a few tokens cost about what one does, and on lavapipe small micro-batches take a slower
-    path. So the budget is at least one and a half times the quickest call seen: Stop then
-    waits at most that, and the prompt goes at a third of the rate of larger chunks or better.
+    A call's time is a fixed part and a part per token. On a CPU the fixed part is small
+    and a chunk's time follows its tokens. On a GPU the fixed part (launches, reading the
+    weights once) can be most of it: a few tokens cost about what one does, and on lavapipe
+    small micro-batches take a slower path. The sizer fits the two parts to the quickest call
+    and the last one (while it knows one size only, it takes the time per token as fixed)
+    and asks for what the budget allows, never more than twice the last chunk (one noisy
+    chunk makes no wild jump). The budget is at least one and a half times the fixed part:
+    Stop then waits at most that, and the prompt goes at a third of the rate of large chunks
+    or better.
 
     Args:
         seconds: the time a chunk should take.
         n_batch: the largest chunk.
         rate: the last prompt rate measured (tokens/s; 0: unknown), for the first chunk.
+        smallest: the smallest chunk it gives (smaller beside decoding replies,
+            :mod:`app.engine.batch`).
+        first: the first chunk's size when ``rate`` is unknown.
+
+    Attributes:
+        ceiling: the most a chunk may take whatever the floor (beside decoding replies,
+            their step's time: their gap between tokens at most doubles).
     """
 
-    def __init__(self, seconds: float, n_batch: int, rate: float = 0.0) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        n_batch: int,
+        rate: float = 0.0,
+        *,
+        smallest: int = MIN_CHUNK,
+        first: int = FIRST_CHUNK,
+    ) -> None:
         self.seconds = seconds
+        self.ceiling = math.inf
         self.n_batch = n_batch
         self.fastest = math.inf
         """The quickest call seen: at least the fixed part of a call."""
-        self.smallest = MIN_CHUNK
-        """The smallest chunk it gives (smaller beside decoding replies, app.engine.batch)."""
-        first = int(rate * seconds) if rate else FIRST_CHUNK
-        self.size = max(MIN_CHUNK, min(n_batch, first))
+        self._fastest_tokens = 0
+        self.fixed = math.inf
+        """The fixed part of a call, fitted (inf: one size seen, the quickest call stands in)."""
+        self.smallest = smallest
+        if rate:
+            first = int(rate * seconds)
+        self.size = max(smallest, min(n_batch, first))
 
     @property
     def budget(self) -> float:
-        """The time a chunk may take: the target, or 1.5 times the quickest call if more."""
-        if self.fastest == math.inf:
-            return self.seconds
-        return max(self.seconds, QUICKEST_SHARE * self.fastest)
+        """The time a chunk may take: the target, or the floor over the fixed part if more."""
+        floor = 0.0
+        if self.fastest != math.inf:
+            floor = QUICKEST_SHARE * min(self.fixed, self.fastest)
+        return min(self.ceiling, max(self.seconds, floor))
 
     def record(self, tokens: int, elapsed: float) -> None:
         """A chunk of ``tokens`` took ``elapsed`` seconds: size the next one."""
-        if elapsed <= 0:
+        if elapsed <= 0 or tokens <= 0:
             return
-        self.fastest = min(self.fastest, elapsed)
-        wanted = min(tokens * self.budget / elapsed, 2 * max(tokens, self.smallest))
-        self.size = max(self.smallest, min(self.n_batch, int(wanted)))
+        if elapsed < self.fastest:
+            self.fastest, self._fastest_tokens = elapsed, tokens
+        if tokens != self._fastest_tokens:
+            slope = (elapsed - self.fastest) / (tokens - self._fastest_tokens)
+            if slope > 0:
+                self.fixed = max(0.0, min(self.fastest, elapsed - slope * tokens))
+                wanted = int((self.budget - self.fixed) / slope + 1e-9)  # (not 63.999… for 64)
+                self._resize(min(wanted, 2 * max(tokens, self.smallest)))
+                return
+        # One size known: as if all of it were per token, and one more if there is room
+        # (a call that is mostly its fixed part would otherwise never be seen to grow).
+        linear = tokens * self.budget / elapsed
+        self._resize(min(math.ceil(linear) if linear > tokens else int(linear), 2 * tokens))
+
+    def _resize(self, wanted: int) -> None:
+        self.size = max(self.smallest, min(self.n_batch, wanted))
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
