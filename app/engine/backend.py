@@ -59,6 +59,15 @@ class EngineOptions:
             so a follow-up's reply can differ from the one a fresh context gives; off (the
             exact mode, for tests that compare with a fresh context), the reply's tokens are
             processed again with the next prompt.
+        prompt_lookup: speculative decoding from the context itself: proposed tokens are
+            checked beside the one decoded when that pays on this machine and this text
+            (:mod:`app.engine.draft`). Off by default: without flash attention, llama.cpp's
+            CPU attention gives a token checked within a call of several logits up to 0.8
+            away from the same token decoded alone (measured with the bundled model), so a
+            reply with drafts is not the plain loop's; with ``flash_attn`` they are the same
+            bit for bit.
+        flash_attn: llama.cpp's flash attention (off: llama-cpp-python's default, as the
+            figures and reference replies of this project so far).
     """
 
     n_ctx: int = defaults.N_CTX
@@ -74,6 +83,8 @@ class EngineOptions:
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     parallel: int = 1
     reuse_reply_tokens: bool = True
+    prompt_lookup: bool = False
+    flash_attn: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,6 +304,9 @@ class GenerationReport:
         batch_peak: the most replies decoded side by side with this one, itself counted.
         paused: it waits out of the batch for its reader to take what it has (live).
         paused_seconds: how long it waited so, in all.
+        drafted: tokens proposed and checked beside a decoded one (speculative decoding,
+            :mod:`app.engine.draft`; live).
+        draft_kept: of those, the ones the model sampled too: each saved a call.
     """
 
     finish: FinishReason = "done"
@@ -313,6 +327,8 @@ class GenerationReport:
     batch_peak: int = 0
     paused: bool = False
     paused_seconds: float = 0.0
+    drafted: int = 0
+    draft_kept: int = 0
 
 
 class Backend(Protocol):

@@ -19,6 +19,7 @@ from typing import Any
 import llama_cpp
 
 from app.engine.backend import GenerationReport, GenerationSettings
+from app.engine.draft import MOST_DRAFTED, Drafter
 from app.engine.penalties import Penalties, is_neutral
 from app.engine.stop import StopSignal
 from app.trace import TRACE
@@ -216,6 +217,8 @@ def decode_reply(
     room: int,
     stop: StopSignal,
     report: GenerationReport,
+    drafter: Drafter | None = None,
+    discard: Callable[[], None] | None = None,
 ) -> Generator[str, None, None]:
     """Sample, show and decode tokens until end of generation, a stop string, Stop or ``limit``.
 
@@ -226,6 +229,13 @@ def decode_reply(
     The prompt must have been processed, with logits for its last token. Each token that goes
     through ``llama_decode`` is appended to ``kv_tokens`` (the engine's record of the KV
     cache); the last sampled token is not decoded (nothing would read its logits).
+
+    With a ``drafter`` (speculative decoding, :mod:`app.engine.draft`), a token may be
+    decoded with proposed tokens after it in one call, logits for each: the next token is
+    sampled from the first row, and while it equals the proposed one, the one after from the
+    next row, each through the same checks as any token; the first that differs is decoded
+    next, and the KV cache's positions of the proposed tokens not kept are dropped
+    (``discard``: llama.cpp's positions past ``kv_tokens``).
 
     Sets ``report.finish`` (``"done"``, ``"length"``; a Stop leaves it as it was) and
     ``report.python_ms_per_token``: the wall time in this loop outside ``llama_decode`` and
@@ -248,17 +258,22 @@ def decode_reply(
     append = kv_tokens.append
     one = (llama_cpp.llama_token * 1)()
     batch = llama_cpp.llama_batch_get_one(one, 1)
+    costs = drafter.costs if drafter is not None else None
+    checked = _Checked(ctx)  # proposed tokens decoded in the last call, not yet sampled
 
     python = 0.0
     generated = 0
+    row = -1  # the output row the next token is sampled from
     report.finish = "done"
     mark = perf()
     try:
         while True:
             native_start = perf()
             python += native_start - mark
-            token = sample(sampler, ctx, -1)
+            token = sample(sampler, ctx, row)
             mark = perf()
+            if drafter is not None:
+                drafter.saw(token)
             if is_eog(vocab, token):
                 break
             generated += 1
@@ -283,14 +298,30 @@ def decode_reply(
                 break
             if stopped():
                 return
-            one[0] = token
+            if checked.tokens:
+                if token == checked.tokens[0]:
+                    # Proposed, and decoded already in the last call: the next token's
+                    # logits are in its row.
+                    del checked.tokens[0]
+                    append(token)
+                    report.draft_kept += 1
+                    row += 1
+                    continue
+                checked.tokens.clear()
+                if discard is not None:
+                    discard()
+            draft = drafter.draft(min(limit, room) - generated) if drafter is not None else []
             native_start = perf()
             python += native_start - mark
-            if TRACE.recording:
-                with TRACE.span("decode token", cat="engine"):
-                    code = decode(ctx, batch)
+            if draft:
+                code = checked.decode(token, draft, len(kv_tokens))
             else:
-                code = decode(ctx, batch)
+                one[0] = token
+                if TRACE.recording:
+                    with TRACE.span("decode token", cat="engine"):
+                        code = decode(ctx, batch)
+                else:
+                    code = decode(ctx, batch)
             mark = perf()
             if code == DECODE_ABORTED and stopped():
                 if TRACE.recording:
@@ -299,13 +330,55 @@ def decode_reply(
             if code != 0:
                 raise DecodeFailedError(code)
             append(token)
+            if costs is not None:
+                costs.record(1 + len(draft), mark - native_start)
+            if draft:
+                report.drafted += len(draft)
+                checked.tokens = draft
+                row = 0
+            else:
+                row = -1
         tail = held_back(decoder, stops)
         if tail:
             report.pieces += 1
             yield tail
     finally:
+        checked.close()
         if generated:
             report.python_ms_per_token = python * 1000.0 / generated
+        if discard is not None and drafter is not None:
+            discard()  # the KV of proposed tokens decoded but not kept, if any
+
+
+class _Checked:
+    """The proposed tokens decoded in one call after a token (a ``llama_batch`` made once)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._batch: Any = None
+        self.tokens: list[int] = []
+
+    def decode(self, token: int, draft: Sequence[int], position: int) -> int:
+        """Decode ``token`` at ``position`` and ``draft`` after it, logits for each."""
+        if self._batch is None:
+            self._batch = llama_cpp.llama_batch_init(MOST_DRAFTED + 1, 0, 1)
+        batch = self._batch
+        for i, each in enumerate((token, *draft)):
+            batch.token[i] = each
+            batch.pos[i] = position + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = True
+        batch.n_tokens = 1 + len(draft)
+        if TRACE.recording:
+            with TRACE.span("decode with draft", cat="engine", drafted=len(draft)):
+                return int(llama_cpp.llama_decode(self._ctx, batch))
+        return int(llama_cpp.llama_decode(self._ctx, batch))
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
 
 
 def held_back(decoder: codecs.IncrementalDecoder, stops: StopStrings) -> str:

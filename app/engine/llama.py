@@ -33,6 +33,7 @@ from app.engine.backend import (
 )
 from app.engine.batch import BatchDecoder
 from app.engine.chat_template import ChatTemplate, TemplateError
+from app.engine.draft import DraftCosts, Drafter
 from app.engine.errors import ModelLoadError
 from app.engine.generation import (
     DECODE_ABORTED,
@@ -269,6 +270,8 @@ class LlamaBackend:
         self._sequence = self._sequences[0]
         self._sampler = SamplerChain(self._vocab)
         self._pieces = TokenPieces(self._vocab)
+        self._draft_costs = DraftCosts()
+        """What a call of n tokens takes with this context (drafts are sized from it)."""
         self._prompt = _Prompt(llm, path)
         self._closed = False
         self.batch: BatchDecoder | None = None
@@ -462,9 +465,17 @@ class LlamaBackend:
                 room=room,
                 stop=stop,
                 report=report,
+                drafter=self._drafter(prompt),
+                discard=sequence.discard_uncounted,
             )
         finally:
             self.settle(sequence, conversation, generated_from)
+
+    def _drafter(self, prompt: list[int]) -> Drafter | None:
+        """Proposals from the context for this reply, when asked for (see EngineOptions)."""
+        if not self._options.prompt_lookup:
+            return None
+        return Drafter(prompt, self._draft_costs)
 
     def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
         """After a reply, however it ended: what the KV record keeps of it, then keep that."""
@@ -705,6 +716,7 @@ def _load(
                     split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE,
                     main_gpu=device.index if layers and device is not None else -1,
                     op_offload=bool(layers),
+                    flash_attn=options.flash_attn,
                     verbose=False,
                 )
         except (ValueError, RuntimeError, OSError) as exc:

@@ -1,0 +1,315 @@
+"""Speculative decoding from the context itself: proposals, when they pay, and the same text.
+
+The model tests use the real bundled model through llama.cpp, with flash attention on both
+sides: without it, llama.cpp's CPU attention gives a token checked within a call of several
+logits up to 0.8 away from the token decoded alone (so ``prompt_lookup`` is off by default,
+see EngineOptions); with it, the same bits. Whether checking a draft pays depends on this
+machine's call times (measured as the engine goes); to exercise the checking itself on every
+machine, the drafting engine's gate is opened with call times that cost nothing more per
+token (as on a GPU), which only decides *when* drafts are checked, never what is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine import (
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    StopSignal,
+    generation,
+)
+from app.engine.draft import GAIN_NEEDED, DraftCosts, Drafter, PromptLookup
+from app.engine.llama import LlamaBackend, open_llama
+
+CODE = """def load(path, limit):
+    rows = []
+    with open(path) as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            name, value = line.split("=", 1)
+            rows.append((name.strip(), int(value)))
+            if len(rows) >= limit:
+                break
+    return rows
+"""
+TEXT = (
+    "The lighthouse stood on the northern cliff. Its keeper, Mara, climbed the stairs every "
+    "evening. The lamp burned oil until 1921, when electricity reached the island. Ships "
+    "passing the cape relied on its light."
+)
+COPYING: dict[str, str] = {
+    "code": f"Repeat this code exactly:\n\n{CODE}",
+    "type hints": f"Add type hints to this function and show the whole code:\n\n{CODE}",
+    "text": f"Copy this text word for word:\n\n{TEXT}",
+    "quote": f"Quote the sentences that mention the keeper:\n\n{TEXT}",
+}
+OPEN: dict[str, str] = {
+    "story": "Tell me a story about a dragon.",
+    "rain": "Explain how rain forms.",
+}
+GREEDY = GenerationSettings(temperature=0.0, max_tokens=160)
+SEEDED = GenerationSettings(temperature=0.8, seed=7, max_tokens=120)
+
+
+# --------------------------------------------------------------------- without the model
+
+
+def test_lookup_proposes_what_followed_the_latest_earlier_run() -> None:
+    lookup = PromptLookup([1, 2, 3, 4, 5, 9, 2, 3, 7, 8])
+    assert lookup.propose(4) == []  # "7 8" never came before
+    lookup.append(2)
+    lookup.append(3)
+    # "2 3" came twice before (then 4, then 7): the latest wins; the longest run first.
+    assert lookup.propose(4) == [7, 8, 2, 3]
+    lookup.append(4)
+    assert lookup.propose(3) == [5, 9, 2]  # "2 3 4" matches its only occurrence
+    assert lookup.propose(0) == []
+
+
+def test_the_run_at_the_end_is_not_its_own_match() -> None:
+    lookup = PromptLookup([5, 6, 7])
+    assert lookup.propose(4) == []
+    lookup.append(5)
+    lookup.append(6)
+    assert lookup.propose(4) == [7, 5, 6]  # the earlier "5 6", up to the end of the context
+
+
+def test_call_times_never_measured_are_estimated_hopefully() -> None:
+    costs = DraftCosts()
+    assert math.isnan(costs.seconds(4))  # nothing measured: no draft is sized from nothing
+    costs.record(1, 0.010)
+    assert costs.seconds(1) == 0.010
+    assert costs.seconds(5) == pytest.approx(0.010 + 4 * 0.25 * 0.010)
+    costs.record(3, 0.030)
+    assert costs.seconds(3) == 0.030
+    assert costs.seconds(2) == pytest.approx(0.0125)  # from the largest below, not a line
+    assert costs.seconds(9) == pytest.approx(0.030 + 6 * 0.0025)
+    costs.record(3, 0.020)  # smoothed towards the newest
+    assert 0.020 < costs.seconds(3) < 0.030
+
+
+def _costs(seconds_of: Any, sizes: range = range(1, 18)) -> DraftCosts:
+    costs = DraftCosts()
+    for n in sizes:
+        costs.record(n, seconds_of(n))
+    return costs
+
+
+def _replay(drafter: Drafter, reply: list[int]) -> list[list[int]]:
+    """The drafts a reply's tokens lead to, each token seen in order as the loop sees them."""
+    drafts = []
+    for token in reply:
+        drafter.saw(token)
+        drafts.append(drafter.draft(16))
+    return drafts
+
+
+def test_drafts_are_checked_when_a_call_of_many_costs_about_one() -> None:
+    context = list(range(100, 160))
+    flat = _costs(lambda n: 0.010 + 0.0001 * n)  # a GPU: the call's fixed part is all of it
+    drafts = _replay(Drafter(context, flat), context[10:40])
+    assert sum(len(d) for d in drafts) >= 20
+    # Each proposal is the context's run after the last tokens seen.
+    for seen, draft in enumerate(drafts, start=11):
+        if draft:
+            assert draft == context[seen : seen + len(draft)]
+    # Short while little is known of the text; as long as allowed once the reply copies.
+    lengths = [len(d) for d in drafts if d]
+    assert lengths[0] < 16
+    assert lengths[-1] == 16
+
+
+def test_drafts_are_not_checked_when_every_token_costs_a_call() -> None:
+    context = list(range(100, 160))
+    linear = _costs(lambda n: 0.010 * n)
+    drafter = Drafter(context, linear)
+    assert not any(_replay(drafter, context[10:40]))
+    # Proposals were still compared with what came: the shares kept know the reply copies.
+    assert drafter.after.value > 0.9
+
+
+def test_a_reply_that_stops_copying_stops_being_drafted() -> None:
+    context = list(range(100, 160))
+    concave = _costs(lambda n: 0.006 + (0.005 if n > 1 else 0) + 0.0025 * (n - 1))
+    drafter = Drafter(context, concave)
+    copying = _replay(drafter, context[10:30])
+    assert any(copying)
+    # Then it writes something else: pairs of the context's tokens, each pair followed by
+    # another than what followed it there (every proposal refused at its first token).
+    other = [token for i in range(0, 56, 7) for token in (context[i], context[i + 1])]
+    drafted = _replay(drafter, other)
+    assert not any(drafted[-6:])
+    assert drafter.first.value < 0.5
+
+
+def test_a_draft_must_beat_a_call_of_one_by_the_margin() -> None:
+    context = [1, 2, 3, 4] * 10
+    # Two tokens in a call cost exactly what two calls do at the margin of worth: no draft.
+    costs = _costs(lambda n: 0.010 * n / GAIN_NEEDED if n > 1 else 0.010, range(1, 3))
+    drafter = Drafter(context, costs)
+    drafter.saw(1)
+    drafter.saw(2)
+    assert drafter.draft(1) == []
+
+
+# --------------------------------------------------------------------- with the model
+
+
+class Flat(DraftCosts):
+    """Call times that do not grow with the tokens in a call: every proposal is checked."""
+
+    def seconds(self, tokens: int) -> float:
+        return 0.010
+
+
+@pytest.fixture(scope="module")
+def drafting(model_path: Path) -> Iterator[LlamaBackend]:
+    options = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, prompt_lookup=True)
+    opened = open_llama(model_path, options)
+    opened._draft_costs = Flat()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def plain(model_path: Path) -> Iterator[LlamaBackend]:
+    opened = open_llama(model_path, EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True))
+    yield opened
+    opened.close()
+
+
+def reply(
+    backend: LlamaBackend,
+    content: str,
+    settings: GenerationSettings = GREEDY,
+    stop: StopSignal | None = None,
+) -> tuple[str, GenerationReport]:
+    report = GenerationReport()
+    messages: list[ChatMessage] = [{"role": "user", "content": content}]
+    text = "".join(backend.stream_reply(messages, settings, stop or StopSignal(), report))
+    return text, report
+
+
+def tokens_of(backend: LlamaBackend) -> list[int]:
+    """The prompt and reply the sequence holds after a reply (all but its last token)."""
+    return list(backend._sequence.tokens)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", [*COPYING, *OPEN])
+def test_greedy_replies_with_drafts_are_the_plain_loops(
+    drafting: LlamaBackend, plain: LlamaBackend, name: str
+) -> None:
+    content = {**COPYING, **OPEN}[name]
+    text, report = reply(drafting, content)
+    ours = tokens_of(drafting)
+    assert drafting._sequence.in_step()  # the KV record holds what llama.cpp holds
+    expected, plain_report = reply(plain, content)
+    assert plain_report.drafted == 0
+    assert text == expected
+    assert ours == tokens_of(plain)
+    assert report.finish == plain_report.finish
+    assert report.draft_kept <= report.drafted
+    if name in ("code", "text"):
+        # It copied, drafts were checked, and most were kept.
+        assert report.draft_kept > report.reply_tokens / 3
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", ["code", "story"])
+def test_seeded_replies_with_drafts_are_the_plain_loops(
+    drafting: LlamaBackend, plain: LlamaBackend, name: str
+) -> None:
+    content = {**COPYING, **OPEN}[name]
+    text, report = reply(drafting, content, SEEDED)
+    assert text == reply(plain, content, SEEDED)[0]
+    if name == "code":
+        assert report.drafted > 0
+
+
+@pytest.mark.model
+def test_a_length_limit_inside_a_draft_ends_where_the_plain_loop_does(
+    drafting: LlamaBackend, plain: LlamaBackend
+) -> None:
+    settings = GenerationSettings(temperature=0.0, max_tokens=30)
+    text, report = reply(drafting, COPYING["code"], settings)
+    assert report.finish == "length"
+    assert report.reply_tokens == 30
+    assert text == reply(plain, COPYING["code"], settings)[0]
+    assert drafting._sequence.in_step()
+
+
+@pytest.mark.model
+def test_the_end_of_text_inside_a_draft_ends_the_reply(
+    drafting: LlamaBackend, plain: LlamaBackend
+) -> None:
+    # Copying the user's text to its end, the lookup proposes what followed it in the prompt:
+    # the template's end of turn, which is the model's end of generation.
+    text, report = reply(drafting, COPYING["text"], GenerationSettings(temperature=0.0))
+    expected, plain_report = reply(plain, COPYING["text"], GenerationSettings(temperature=0.0))
+    assert report.finish == plain_report.finish == "done"
+    assert text == expected
+    assert drafting._sequence.in_step()
+
+
+@pytest.mark.model
+def test_a_stop_string_inside_a_draft_ends_the_reply_before_it(
+    drafting: LlamaBackend, plain: LlamaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = reply(plain, COPYING["code"])[0]
+    word = "continue"
+    assert word in full
+
+    for backend in (drafting, plain):
+        render = backend._prompt.render
+
+        def with_stop_word(*args: Any, render: Any = render) -> tuple[str, tuple[str, ...], bool]:
+            text, stops, add_bos = render(*args)
+            return text, (*stops, word), add_bos
+
+        monkeypatch.setattr(backend._prompt, "render", with_stop_word)
+    text, report = reply(drafting, COPYING["code"])
+    assert text == full[: full.index(word)]
+    assert text == reply(plain, COPYING["code"])[0]
+    assert report.drafted > 0
+    assert drafting._sequence.in_step()
+
+
+@pytest.mark.model
+def test_stop_in_a_draft_check_then_a_follow_up_is_the_exact_modes(
+    drafting: LlamaBackend, model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop = StopSignal()
+    checked = generation._Checked.decode
+
+    def stop_while_checking(self: Any, token: int, draft: Any, position: int) -> int:
+        if len(draft) >= 2:
+            stop.set()  # raised just before the call: the abort callback ends it
+        return checked(self, token, draft, position)
+
+    monkeypatch.setattr(generation._Checked, "decode", stop_while_checking)
+    _, report = reply(drafting, COPYING["code"], stop=stop)
+    assert stop.is_set()
+    assert report.finish == "stopped"
+    assert report.draft_kept == 0 or report.drafted > report.draft_kept
+    assert drafting._sequence.in_step()  # the draft's positions went with the aborted call
+    monkeypatch.undo()
+    drafting._draft_costs = Flat()
+    follow_up = "What does the function return?"
+    exact = open_llama(
+        model_path,
+        EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, reuse_reply_tokens=False),
+    )
+    try:
+        assert reply(drafting, follow_up)[0] == reply(exact, follow_up)[0]
+    finally:
+        exact.close()
