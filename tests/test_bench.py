@@ -453,6 +453,7 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert trace["problems"] == []
 
     check_parallel(doc["parallel"], plan)
+    check_speculative(doc["speculative"], plan)
 
     panel = doc["diagnostics_panel"]
     assert panel["tok_s_shown"] > 0
@@ -553,6 +554,52 @@ def check_parallel(section: dict[str, Any], plan: Plan) -> None:
         assert peer["throughput_ratio"] == pytest.approx(
             peer["floodgate_tok_s"] / peer["peer_tok_s"], rel=0.01
         )
+
+
+BENCH = (sys.executable, "-m", "app", "bench")
+
+
+def check_speculative(section: dict[str, Any], plan: Plan) -> None:
+    """The ``speculative`` section's figures, as the quick plan makes them."""
+    assert section["tokens"] == plan.speculative_tokens
+    for kind in ("grounded", "open"):
+        w = section[kind]
+        # Three prompts of each kind, each once a round.
+        assert w["runs"] == 3 * plan.speculative_rounds, kind
+        for figure in ("ratio", "plain_ratio", "peer_ratio"):
+            low, high = w[figure + "_ci95"]
+            assert 0 < low <= w[figure] <= high, (kind, figure)
+        assert 0 <= w["kept"] <= w["drafted"]
+        assert w["acceptance"] == (round(w["kept"] / w["drafted"], 4) if w["drafted"] else 0.0)
+        assert isinstance(w["peer_same_text"], bool)
+    # The grounded replies copy: drafts were proposed and most of them kept.
+    assert section["grounded"]["drafted"] > 0
+    assert section["grounded"]["acceptance"] > 0.5
+    assert section["same_text_prompts"] == plan.speculative_same_prompts
+    assert 0 <= section["same_text_differ"] <= section["same_text_prompts"]
+    assert section["same_text"] == round(
+        1 - section["same_text_differ"] / section["same_text_prompts"], 4
+    )
+
+
+@pytest.mark.model
+def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
+    out = tmp_path / "speculative.json"
+    proc = subprocess.run(
+        [*BENCH, "--quick", "--only", "speculative", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    for target in TARGETS:
+        if target.path.startswith("speculative."):
+            assert f"| {target.path} |" in proc.stdout, target.path
+    assert "drafts from the context" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"speculative", "machine"}
+    check_speculative(doc["speculative"], Plan.make(quick=True))
 
 
 @pytest.mark.model

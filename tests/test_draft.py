@@ -1,12 +1,13 @@
 """Speculative decoding from the context itself: proposals, when they pay, and the same text.
 
-The model tests use the real bundled model through llama.cpp, with flash attention on both
-sides: without it, llama.cpp's CPU attention gives a token checked within a call of several
-logits up to 0.8 away from the token decoded alone (so ``prompt_lookup`` is off by default,
-see EngineOptions); with it, the same bits. Whether checking a draft pays depends on this
-machine's call times (measured as the engine goes); to exercise the checking itself on every
-machine, the drafting engine's gate is opened with call times that cost nothing more per
-token (as on a GPU), which only decides *when* drafts are checked, never what is kept.
+The model tests use the real bundled model through llama.cpp, with flash attention and one
+thread on both sides: that is where llama.cpp's CPU attention gives a token checked within a
+call of several the same bits as the token decoded alone (measured: without flash attention,
+or with two threads, logits up to 0.8 apart, so ``prompt_lookup`` is off by default, see
+EngineOptions). Whether checking a draft pays depends on this machine's call times (measured
+as the engine goes); to exercise the checking itself on every machine, the drafting engine's
+gate is opened with call times that cost nothing more per token (as on a GPU), which only
+decides *when* drafts are checked, never what is kept.
 """
 
 from __future__ import annotations

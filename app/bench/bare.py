@@ -45,6 +45,7 @@ class BareLoops:
             "n_batch": options.n_batch,
             "max_tokens": max_tokens,
             "n_gpu_layers": n_gpu_layers,
+            "flash_attn": options.flash_attn,
         }
         self._child = subprocess.Popen(
             [sys.executable, "-m", "app.bench.bare", json.dumps(spec)],
@@ -93,6 +94,11 @@ class BareLoops:
         answer = self._ask({"do": "native", "tokens": list(tokens), "threads": threads})
         return float(answer["rate"])
 
+    def lookup_run(self, messages: Sequence[ChatMessage], threads: int) -> tuple[float, str]:
+        """llama-cpp-python's prompt lookup (``LlamaPromptLookupDecoding``): tok/s, its text."""
+        answer = self._ask({"do": "lookup", "messages": list(messages), "threads": threads})
+        return float(answer["rate"]), str(answer["text"])
+
     def plain_tokens(self, text: str) -> list[int]:
         """A plain text to continue as the engine reads it (BOS, special tokens parsed)."""
         tokens: list[int] = self._ask({"do": "plain", "text": text})["tokens"]
@@ -140,7 +146,11 @@ class BareLoops:
 def _serve(spec: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
     from app.bench.loops import LlamaLoops  # llama_cpp loads here, in the child only
 
-    options = EngineOptions(n_ctx=int(spec["n_ctx"]), n_batch=int(spec["n_batch"]))
+    options = EngineOptions(
+        n_ctx=int(spec["n_ctx"]),
+        n_batch=int(spec["n_batch"]),
+        flash_attn=bool(spec.get("flash_attn", False)),
+    )
     loops = LlamaLoops(
         Path(spec["model"]), options, int(spec["max_tokens"]), int(spec.get("n_gpu_layers", 0))
     )
@@ -167,6 +177,9 @@ def _serve(spec: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
                 elif do == "native":
                     loops.set_threads(request["threads"], loops.threads_batch)
                     answer({"rate": loops.native_run(request["tokens"])})
+                elif do == "lookup":
+                    rate, text = loops.lookup_run(request["messages"], request["threads"])
+                    answer({"rate": rate, "text": text})
                 elif do == "plain":
                     answer({"tokens": loops.plain_tokens(request["text"])})
                 elif do == "batch":

@@ -49,8 +49,11 @@ class LlamaLoops:
             n_threads_batch=options.n_threads_batch or None,
             n_batch=options.n_batch,
             n_gpu_layers=n_gpu_layers,
+            flash_attn=options.flash_attn,
             verbose=False,
         )
+        self._model, self._options = model, options
+        self._lookup: llama_cpp.Llama | None = None
         self.max_tokens = max_tokens
         self.threads, self.threads_batch = self.llm.n_threads, self.llm.n_threads_batch
         self._batch_ctx: tuple[tuple[int, int], Any] | None = None
@@ -103,6 +106,46 @@ class LlamaLoops:
                 times.append(time.perf_counter())
                 pieces.append(text)
         return _rate(times), pieces
+
+    def lookup_run(self, messages: Sequence[ChatMessage], threads: int) -> tuple[float, str]:
+        """llama-cpp-python's prompt lookup, greedy: tokens per second and the text.
+
+        Its draft model proposes 10 tokens, as its documentation shows. A ``Llama`` of its own
+        (the draft model is given when it is made), kept for the next run.
+        """
+        if self._lookup is None:
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            options = self._options
+            self._lookup = llama_cpp.Llama(
+                model_path=str(self._model),
+                n_ctx=options.n_ctx,
+                n_threads=threads,
+                n_threads_batch=self.threads_batch,
+                n_batch=options.n_batch,
+                flash_attn=options.flash_attn,
+                draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10),
+                # Said outright: with a draft model it keeps every row of logits, but sizes
+                # their array from this flag (n_batch rows without it: a longer context
+                # overflows it, "could not broadcast input array").
+                logits_all=True,
+                verbose=False,
+            )
+        times: list[float] = []
+        pieces: list[str] = []
+        for chunk in self._lookup.create_chat_completion(
+            messages=cast(Any, list(messages)),
+            stream=True,
+            temperature=0.0,
+            repeat_penalty=1.0,
+            max_tokens=self.max_tokens,
+        ):
+            text: str | None = chunk["choices"][0]["delta"].get("content")  # type: ignore[index,union-attr,assignment]
+            if text:
+                times.append(time.perf_counter())
+                pieces.append(text)
+        self._lookup.reset()  # type: ignore[no-untyped-call]  # a fresh prompt each run
+        return _rate(times), "".join(pieces)
 
     def native_run(self, tokens: Sequence[int]) -> float:
         """The leanest greedy loop over the C API, after processing ``tokens``: tokens per second.
@@ -243,6 +286,8 @@ class LlamaLoops:
     def close(self) -> None:
         """Free the model (and the context of the batched runs)."""
         self._free_batch_ctx()
+        if self._lookup is not None:
+            self._lookup.close()
         self.llm.close()
 
 

@@ -326,18 +326,49 @@ def _parallel_lines(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _speculative_lines(doc: dict[str, Any]) -> list[str]:
+    section = doc.get("speculative")
+    if not section:
+        return []
+    lines = [
+        f"drafts from the context ({section['tokens']} tokens a reply, {section['threads']} "
+        f"threads, {section['rounds']} rounds, flash attention for every loop):",
+        "",
+        "| prompts | with drafts over the native loop | over Floodgate's plain loop "
+        "| kept of proposed | llama-cpp-python's prompt lookup over the native loop |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for kind in ("grounded", "open"):
+        w = section[kind]
+        lines.append(
+            f"| {kind} | {w['ratio']} {w['ratio_ci95']} | {w['plain_ratio']} "
+            f"{w['plain_ratio_ci95']} | {w['acceptance']} ({w['kept']} of {w['drafted']}) "
+            f"| {w['peer_ratio']} {w['peer_ratio_ci95']} |"
+        )
+    same = section["same_text_prompts"] - section["same_text_differ"]
+    lines += [
+        "",
+        f"same text with drafts as without: {same}"
+        f" of {section['same_text_prompts']} replies ({section['same_text_with_drafts']} of them"
+        " drafted)",
+    ]
+    return ["", *lines]
+
+
 def table(doc: dict[str, Any]) -> str:
     """The bench's figures against their targets, as Markdown tables and lines."""
     if "baselines" not in doc:  # one section alone (--only)
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
-        return "\n".join(lines + _parallel_lines(doc) + _gpu_lines(doc))
+        lines += _parallel_lines(doc) + _speculative_lines(doc)
+        return "\n".join(lines + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _threads_table(doc)
     lines += _server_lines(doc)
     lines += _parallel_lines(doc)
+    lines += _speculative_lines(doc)
     lines += _download_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)

@@ -35,6 +35,7 @@ from app.bench.parallel import parallel
 from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
 from app.bench.prefill import prefill
 from app.bench.server import remote
+from app.bench.speculative import speculative
 from app.bench.stops import stops
 from app.bench.thread_counts import thread_counts
 from app.bench.ttft import ttft
@@ -150,6 +151,7 @@ SECTIONS = (
     "long_reply",
     "large_messages",
     "parallel",
+    "speculative",
 )
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
@@ -189,6 +191,11 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=batch)
         setup.log("replies side by side (one llama_decode per step for all)…")
         return {"parallel": await parallel(setup), "machine": machine(setup)}
+    if only == "speculative":
+        cores = setup.options.n_threads or physical_cores()
+        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
+        setup.log("drafts from the context (prompt lookup) against the plain loops…")
+        return {"speculative": speculative(setup), "machine": machine(setup)}
     if only == "ttft_ms":
         cores = setup.options.n_threads or physical_cores()
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
@@ -215,6 +222,9 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     local = await local_api(setup)
     setup.log("replies side by side (one llama_decode per step for all)…")
     side_by_side = await parallel(setup)
+    setup.log("drafts from the context (prompt lookup) against the plain loops…")
+    at_best = replace(setup.options, n_threads=app["threads"]["eval_best"])
+    drafts = speculative(replace(setup, options=at_best))
     setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
     fetched = await download(setup)
     setup.log("the GPU, if there is one…")
@@ -241,6 +251,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "remote": server,
         "server": local,
         "parallel": side_by_side,
+        "speculative": drafts,
         "download": fetched,
         "gpu": on_gpu,
         **prompt,

@@ -61,13 +61,14 @@ class EngineOptions:
             processed again with the next prompt.
         prompt_lookup: speculative decoding from the context itself: proposed tokens are
             checked beside the one decoded when that pays on this machine and this text
-            (:mod:`app.engine.draft`). Off by default: without flash attention, llama.cpp's
-            CPU attention gives a token checked within a call of several logits up to 0.8
-            away from the same token decoded alone (measured with the bundled model), so a
-            reply with drafts is not the plain loop's; with ``flash_attn`` they are the same
-            bit for bit.
-        flash_attn: llama.cpp's flash attention (off: llama-cpp-python's default, as the
-            figures and reference replies of this project so far).
+            (:mod:`app.engine.draft`). Off by default: llama.cpp's CPU attention gives a
+            token checked within a call of several other logits than the same token decoded
+            alone (up to 0.8 apart with the bundled model), so a reply with drafts is not
+            always the plain loop's. Measured: the same bits only with ``flash_attn`` and one
+            decode thread; with two threads its single-token path splits the cache between
+            them and sums in another order (README, the ``speculative`` section).
+        flash_attn: llama.cpp's flash attention (off: llama-cpp-python's default; on this
+            2-core CPU it decodes about 16 % slower at a 1,000-token context).
     """
 
     n_ctx: int = defaults.N_CTX

@@ -1,0 +1,238 @@
+"""The ``speculative`` section: drafts from the context (prompt lookup) against plain loops.
+
+Everything here runs with flash attention, Floodgate and the references alike: without it,
+llama.cpp's CPU attention gives a token checked within a call of several other logits than
+the token decoded alone; with it, the same bits at one thread only (ARCHITECTURE.md,
+"Drafts"). So the drafts are off by default, and ``same_text`` counts what that changes.
+
+- ``grounded`` and ``open``: replies that copy from their input (code to edit or repeat, a
+  text to quote) and replies that do not. Greedy, no repeat penalty, so every loop writes
+  the same tokens. For each prompt, in rounds of alternating order: Floodgate's engine with
+  drafts, the same engine without (its plain loop), and llama.cpp's plain native loop in the
+  bare child. ``ratio``: tok/s with drafts over the native loop's, the median over prompts
+  and rounds with a bootstrap interval; ``plain_ratio``: over Floodgate's own plain loop;
+  ``acceptance``: proposed tokens kept over those checked.
+- ``same_text``: the share of replies, over a set of at least 50 prompts of both kinds,
+  whose text with drafts is the plain loop's (1: all of them), and the count that differ.
+- ``peer``: llama-cpp-python's ``Llama(draft_model=LlamaPromptLookupDecoding(10))`` on the
+  same prompts in the bare child: its tok/s over the native loop's, and whether its text
+  is the plain loop's.
+
+Floodgate's rate is the engine's: tokens after the first over the time from the prompt's
+end to the reply's (the native loop's, from its first token's text to its last).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from app.bench.bare import BareLoops
+from app.bench.engine_drive import EngineThread, filler
+from app.bench.plan import Setup
+from app.bench.stats import median_ci
+from app.engine import ChatMessage, GenerationReport, GenerationSettings
+from app.engine.llama import LlamaBackend
+
+CODE = """def parse_config(path, defaults, strict):
+    values = dict(defaults)
+    errors = []
+    with open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "=" not in line:
+                errors.append((number, "no equals sign"))
+                continue
+            name, value = line.split("=", 1)
+            name = name.strip().lower()
+            value = value.strip()
+            if strict and name not in defaults:
+                errors.append((number, "unknown setting " + name))
+                continue
+            if value.isdigit():
+                value = int(value)
+            elif value.lower() in ("true", "false"):
+                value = value.lower() == "true"
+            values[name] = value
+    return values, errors
+
+
+def merge(first, second):
+    merged = dict(first)
+    for name, value in second.items():
+        if name in merged and isinstance(merged[name], dict):
+            merged[name] = merge(merged[name], value)
+        else:
+            merged[name] = value
+    return merged
+
+
+def report(errors, out):
+    for number, message in errors:
+        out.write("line " + str(number) + ": " + message + "\\n")
+    return len(errors)
+"""
+
+GROUNDED = (
+    f"Add type hints to this code and show the whole code:\n\n{CODE}",
+    f"Repeat this code exactly, in a Python code block:\n\n{CODE}",
+    f"Rename the function parse_config to read_config and show the whole code:\n\n{CODE}",
+)
+"""Replies grounded in their input: the code is 60 lines."""
+
+OPEN = (
+    "Tell me a story about a dragon who learns to paint.",
+    "Explain how rain forms, step by step.",
+    "Write a letter to a friend about a trip to the mountains.",
+)
+
+
+def _document(seed: int) -> str:
+    return filler(seed, 120)
+
+
+def _same_text_prompts(count: int) -> list[str]:
+    """``count`` prompts, half that copy (quote or repeat a text), half that do not."""
+    prompts: list[str] = []
+    asks = (
+        "Copy this text word for word:\n\n{text}",
+        "Quote the first two sentences of this text:\n\n{text}",
+        "Repeat the last sentence of this text:\n\n{text}",
+    )
+    topics = ("the sea", "a city at night", "bread", "a library", "winter", "a bicycle", "bees")
+    for i in range(count):
+        if i % 2 == 0:
+            prompts.append(asks[(i // 2) % len(asks)].format(text=_document(900 + i)))
+        else:
+            prompts.append(f"Write a short paragraph about {topics[(i // 2) % len(topics)]}.")
+    return prompts
+
+
+def _engine_rate(report: GenerationReport) -> float:
+    started, ended = report.prefill_ended_at, report.compute_ended_at
+    if started is None or ended is None or ended <= started or report.reply_tokens < 2:
+        raise RuntimeError("the reply was too short to have a rate")
+    return (report.reply_tokens - 1) / (ended - started)
+
+
+def _ratio(values: list[float]) -> tuple[float, list[float]]:
+    low, high = median_ci(values)
+    return round(statistics.median(values), 4), [round(low, 4), round(high, 4)]
+
+
+def _workload(
+    setup: Setup,
+    engine: EngineThread,
+    drafting: LlamaBackend,
+    plain: LlamaBackend,
+    loops: BareLoops,
+    prompts: tuple[str, ...],
+    threads: int,
+) -> dict[str, Any]:
+    settings = GenerationSettings(
+        temperature=0.0, repeat_penalty=1.0, max_tokens=setup.plan.speculative_tokens
+    )
+    over_native: list[float] = []
+    over_plain: list[float] = []
+    peer_over_native: list[float] = []
+    drafted = kept = 0
+    peer_same = True
+    for round_ in range(setup.plan.speculative_rounds):
+        for i, prompt in enumerate(prompts):
+            messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
+            tokens = loops.prompt_tokens(messages)
+            order = [0, 1, 2] if (round_ + i) % 2 == 0 else [2, 1, 0]
+            rates: dict[int, float] = {}
+            texts: dict[int, str] = {}
+            for which in order:
+                if which == 2:
+                    rates[2] = loops.native_run(tokens, threads)
+                    continue
+                backend = drafting if which == 0 else plain
+                reply = engine.reply(backend, messages, settings, conversation="")
+                rates[which], texts[which] = _engine_rate(reply.report), reply.text
+                if which == 0:
+                    drafted += reply.report.drafted
+                    kept += reply.report.draft_kept
+            over_native.append(rates[0] / rates[2])
+            over_plain.append(rates[0] / rates[1])
+            peer_rate, peer_text = loops.lookup_run(messages, threads)
+            peer_over_native.append(peer_rate / rates[2])
+            peer_same = peer_same and peer_text == texts[1]
+    ratio, interval = _ratio(over_native)
+    plain_ratio, plain_interval = _ratio(over_plain)
+    peer_ratio, peer_interval = _ratio(peer_over_native)
+    return {
+        "ratio": ratio,
+        "ratio_ci95": interval,
+        "plain_ratio": plain_ratio,
+        "plain_ratio_ci95": plain_interval,
+        "acceptance": round(kept / drafted, 4) if drafted else 0.0,
+        "drafted": drafted,
+        "kept": kept,
+        "peer_ratio": peer_ratio,
+        "peer_ratio_ci95": peer_interval,
+        "peer_same_text": peer_same,
+        "runs": len(over_native),
+    }
+
+
+def _same_text(
+    setup: Setup, engine: EngineThread, drafting: LlamaBackend, plain: LlamaBackend
+) -> dict[str, Any]:
+    settings = GenerationSettings(temperature=0.0, max_tokens=setup.plan.speculative_same_tokens)
+    prompts = _same_text_prompts(setup.plan.speculative_same_prompts)
+    differ = drafted = 0
+    for prompt in prompts:
+        messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
+        ours = engine.reply(drafting, messages, settings, conversation="")
+        theirs = engine.reply(plain, messages, settings, conversation="")
+        differ += ours.text != theirs.text
+        drafted += ours.report.drafted > 0
+    return {
+        "same_text": round(1 - differ / len(prompts), 4),
+        "same_text_prompts": len(prompts),
+        "same_text_differ": differ,
+        "same_text_with_drafts": drafted,
+    }
+
+
+def speculative(setup: Setup) -> dict[str, Any]:
+    """The ``speculative`` section of the bench."""
+    options = replace(setup.options, flash_attn=True, cache_ram_mb=0, cache_disk_mb=0)
+    threads = options.n_threads
+    loops = BareLoops(setup.model, options, setup.plan.speculative_tokens)
+    try:
+        with EngineThread() as engine:
+            drafting = engine.open(setup.model, replace(options, prompt_lookup=True))
+            plain = engine.open(setup.model, options)
+            try:
+                setup.log("  replies that copy from their input…")
+                grounded = _workload(setup, engine, drafting, plain, loops, GROUNDED, threads)
+                setup.log(
+                    f"  grounded: {grounded['ratio']} of the native loop, "
+                    f"{grounded['acceptance']} kept"
+                )
+                setup.log("  replies that do not…")
+                open_ = _workload(setup, engine, drafting, plain, loops, OPEN, threads)
+                setup.log(f"  open: {open_['ratio']} of the native loop")
+                setup.log(
+                    f"  {setup.plan.speculative_same_prompts} prompts, with drafts and without…"
+                )
+                same = _same_text(setup, engine, drafting, plain)
+            finally:
+                engine.close(drafting)
+                engine.close(plain)
+    finally:
+        loops.close()
+    return {
+        "grounded": grounded,
+        "open": open_,
+        **same,
+        "threads": threads,
+        "tokens": setup.plan.speculative_tokens,
+        "rounds": setup.plan.speculative_rounds,
+    }
