@@ -556,7 +556,21 @@ def check_parallel(section: dict[str, Any], plan: Plan) -> None:
         )
 
 
-BENCH = (sys.executable, "-m", "app", "bench")
+def run_only(section: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``floodgate bench --quick --only SECTION``: it ends well and shows each of its targets."""
+    out = folder / f"{section}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "--quick", "--only", section, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    for target in TARGETS:
+        if target.path.startswith(section + "."):
+            assert f"| {target.path} |" in proc.stdout, target.path
+    return proc, out
 
 
 def check_speculative(section: dict[str, Any], plan: Plan) -> None:
@@ -584,18 +598,7 @@ def check_speculative(section: dict[str, Any], plan: Plan) -> None:
 
 @pytest.mark.model
 def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
-    out = tmp_path / "speculative.json"
-    proc = subprocess.run(
-        [*BENCH, "--quick", "--only", "speculative", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
-        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
-    )
-    assert proc.returncode == 0, proc.stderr
-    for target in TARGETS:
-        if target.path.startswith("speculative."):
-            assert f"| {target.path} |" in proc.stdout, target.path
+    proc, out = run_only("speculative", tmp_path)
     assert "drafts from the context" in proc.stdout
     doc = json.loads(out.read_text())
     assert set(doc) == {"speculative", "machine"}
@@ -604,18 +607,7 @@ def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
 
 @pytest.mark.model
 def test_only_parallel_runs_the_side_by_side_section_alone(tmp_path: Path) -> None:
-    out = tmp_path / "parallel.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app", "bench", "--quick", "--only", "parallel", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
-        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
-    )
-    assert proc.returncode == 0, proc.stderr
-    for target in TARGETS:
-        if target.path.startswith("parallel."):
-            assert f"| {target.path} |" in proc.stdout, target.path
+    proc, out = run_only("parallel", tmp_path)
     assert "not measured" not in proc.stdout
     assert "| server." not in proc.stdout
     assert "native batched loop at 4 streams" in proc.stdout

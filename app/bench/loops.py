@@ -93,19 +93,7 @@ class LlamaLoops:
 
     def raw_run(self, messages: Sequence[ChatMessage]) -> tuple[float, list[str]]:
         """llama-cpp-python's own streaming loop: tokens per second and the pieces it streamed."""
-        times: list[float] = []
-        pieces: list[str] = []
-        for chunk in self.llm.create_chat_completion(
-            messages=cast(Any, list(messages)),
-            stream=True,
-            temperature=0.0,
-            max_tokens=self.max_tokens,
-        ):
-            text: str | None = chunk["choices"][0]["delta"].get("content")  # type: ignore[index,union-attr,assignment]
-            if text:
-                times.append(time.perf_counter())
-                pieces.append(text)
-        return _rate(times), pieces
+        return _streamed(self.llm, messages, temperature=0.0, max_tokens=self.max_tokens)
 
     def lookup_run(self, messages: Sequence[ChatMessage], threads: int) -> tuple[float, str]:
         """llama-cpp-python's prompt lookup, greedy: tokens per second and the text.
@@ -131,21 +119,11 @@ class LlamaLoops:
                 logits_all=True,
                 verbose=False,
             )
-        times: list[float] = []
-        pieces: list[str] = []
-        for chunk in self._lookup.create_chat_completion(
-            messages=cast(Any, list(messages)),
-            stream=True,
-            temperature=0.0,
-            repeat_penalty=1.0,
-            max_tokens=self.max_tokens,
-        ):
-            text: str | None = chunk["choices"][0]["delta"].get("content")  # type: ignore[index,union-attr,assignment]
-            if text:
-                times.append(time.perf_counter())
-                pieces.append(text)
+        rate, pieces = _streamed(
+            self._lookup, messages, temperature=0.0, repeat_penalty=1.0, max_tokens=self.max_tokens
+        )
         self._lookup.reset()  # type: ignore[no-untyped-call]  # a fresh prompt each run
-        return _rate(times), "".join(pieces)
+        return rate, "".join(pieces)
 
     def native_run(self, tokens: Sequence[int]) -> float:
         """The leanest greedy loop over the C API, after processing ``tokens``: tokens per second.
@@ -295,6 +273,22 @@ def _decode(ctx: llama_cpp.llama_context_p, batch: llama_cpp.llama_batch) -> Non
     status = llama_cpp.llama_decode(ctx, batch)
     if status != 0:
         raise RuntimeError(f"llama_decode returned {status}")
+
+
+def _streamed(
+    llm: llama_cpp.Llama, messages: Sequence[ChatMessage], **sampling: Any
+) -> tuple[float, list[str]]:
+    """``create_chat_completion`` streamed: tokens per second and the pieces."""
+    times: list[float] = []
+    pieces: list[str] = []
+    for chunk in llm.create_chat_completion(
+        messages=cast(Any, list(messages)), stream=True, **sampling
+    ):
+        text: str | None = chunk["choices"][0]["delta"].get("content")  # type: ignore[index,union-attr,assignment]
+        if text:
+            times.append(time.perf_counter())
+            pieces.append(text)
+    return _rate(times), pieces
 
 
 def _rate(times: list[float]) -> float:
