@@ -121,7 +121,10 @@ def test_the_margin_is_a_gib_or_an_eighth_of_a_small_gpu() -> None:
 
 def _sized(time_of: object, seconds: float, chunks: int = 12) -> list[tuple[int, float]]:
     """Chunks a sizer asks for when each takes ``time_of(tokens)`` seconds."""
-    sizer = ChunkSizer(seconds, n_batch=512)
+    return _asked(ChunkSizer(seconds, n_batch=512), time_of, chunks)
+
+
+def _asked(sizer: ChunkSizer, time_of: object, chunks: int) -> list[tuple[int, float]]:
     taken = []
     for _ in range(chunks):
         n = sizer.size
@@ -156,13 +159,7 @@ def _beside(time_of: object, step: float, chunks: int = 12) -> list[tuple[int, f
     """Chunks sized as :mod:`app.engine.batch` sizes them beside replies that take ``step``."""
     sizer = ChunkSizer(0.75 * step, n_batch=512, smallest=2, first=2)
     sizer.ceiling = step
-    taken = []
-    for _ in range(chunks):
-        n = sizer.size
-        elapsed = time_of(n)  # type: ignore[operator]
-        taken.append((n, elapsed))
-        sizer.record(n, elapsed)
-    return taken
+    return _asked(sizer, time_of, chunks)
 
 
 def test_chunks_beside_decoding_replies_take_a_share_of_their_step_at_most_a_step() -> None:

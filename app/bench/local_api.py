@@ -37,7 +37,7 @@ from app.bench.api_client import stream_in_process
 from app.bench.measure import _rss_mb, app_rate, close_app, heartbeat, open_app, until
 from app.bench.plan import LONG_PROMPT, STORY, Setup
 from app.bench.server import _free_port, _start_server, _until_serving
-from app.bench.stats import interleaved_pairs, median_ci, summary
+from app.bench.stats import interleaved_pairs, median_with_ci, summary
 from app.engine.llama import open_llama
 from app.engine.remote import RemoteEndpoint
 from app.flow.metrics import Distribution
@@ -138,12 +138,12 @@ class _Bench:
         # The figures are the server's over the window's: invert the pairs' ratio.
         client_rates, window_rates = pairs["client"].reference, pairs["client"].app
         ratios = [c / w for c, w in zip(client_rates, window_rates, strict=True)]
-        low, high = median_ci(ratios)
+        ratio, interval = median_with_ci(ratios)
         return {
             "client_tok_s": round(statistics.median(client_rates), 2),
             "window_tok_s": round(statistics.median(window_rates), 2),
-            "ratio": round(statistics.median(ratios), 4),
-            "ratio_ci": [round(low, 4), round(high, 4)],
+            "ratio": ratio,
+            "ratio_ci": interval,
             "pairs": [round(r, 4) for r in ratios],
         }
 

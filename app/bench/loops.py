@@ -30,6 +30,7 @@ from llama_cpp import llama_chat_format
 
 from app.engine import ChatMessage, EngineOptions
 from app.engine.devices import load_backends
+from app.engine.generation import put_token
 
 
 class LlamaLoops:
@@ -217,18 +218,11 @@ class LlamaLoops:
         positions = [len(p) for p in prompts]
         outputs: list[int] = []  # each live sequence's row of logits in the last step
 
-        def put(i: int, token: int, pos: int, seq: int, logits: bool) -> None:
-            batch.token[i] = token
-            batch.pos[i] = pos
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = seq
-            batch.logits[i] = logits
-
         try:
             n = 0
             for seq, prompt in enumerate(prompts):
                 for pos, token in enumerate(prompt):
-                    put(n, token, pos, seq, pos == len(prompt) - 1)
+                    put_token(batch, n, token, pos, seq, pos == len(prompt) - 1)
                     n += 1
                 outputs.append(n - 1)
             batch.n_tokens = n
@@ -246,7 +240,7 @@ class LlamaLoops:
                     )
                     text[seq].append(decoders[seq].decode(buffer.raw[:size]))
                     times[seq].append(time.perf_counter())
-                    put(n, token, positions[seq], seq, True)
+                    put_token(batch, n, token, positions[seq], seq, True)
                     positions[seq] += 1
                     step.append(seq)
                     n += 1

@@ -70,7 +70,7 @@ from app.bench.local_api import SLOW_READ_BYTES, _open_stream
 from app.bench.measure import until
 from app.bench.plan import Setup
 from app.bench.server import _free_port, _start_server, _until_serving
-from app.bench.stats import Pairs, median_ci, summary
+from app.bench.stats import Pairs, median_with_ci, summary
 from app.defaults import QUEUE_BOUND
 from app.engine import GenerationSettings, StopSignal
 from app.engine.llama import open_llama
@@ -232,11 +232,6 @@ async def _poll(predicate: Callable[[], bool], timeout: float = 300.0) -> None:
         await asyncio.sleep(POLL)
 
 
-def _ratio_figures(ratios: list[float]) -> tuple[float, list[float]]:
-    low, high = median_ci(ratios)
-    return round(statistics.median(ratios), 4), [round(low, 4), round(high, 4)]
-
-
 class _Rig:
     """The model host, the readers, and the streams sent to them."""
 
@@ -349,7 +344,7 @@ async def _aggregate(setup: Setup, rig: _Rig, loops: BareLoops) -> dict[str, Any
     figures: dict[str, Any] = {}
     for n in STREAMS:
         ratios = [total / one for total, one in zip(totals[n], single, strict=True)]
-        figures[str(n)], figures[f"{n}_ci"] = _ratio_figures(ratios)
+        figures[str(n)], figures[f"{n}_ci"] = median_with_ci(ratios)
         figures[f"{n}_rounds"] = [round(r, 4) for r in ratios]
     return {
         "aggregate_ratio": figures,
@@ -494,7 +489,7 @@ async def _slow_reader(setup: Setup, rig: _Rig, server: LocalServer) -> dict[str
         )
         before = after
     await rig.stop(beside)
-    ratio, interval = _ratio_figures(ratios)
+    ratio, interval = median_with_ci(ratios)
     return {
         "ratio": ratio,
         "ratio_ci95": interval,

@@ -24,14 +24,13 @@ end to the reply's (the native loop's, from its first token's text to its last).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 from typing import Any
 
 from app.bench.bare import BareLoops
 from app.bench.engine_drive import EngineThread, filler
 from app.bench.plan import Setup
-from app.bench.stats import median_ci
+from app.bench.stats import median_with_ci
 from app.engine import ChatMessage, GenerationReport, GenerationSettings
 from app.engine.llama import LlamaBackend
 
@@ -90,10 +89,6 @@ OPEN = (
 )
 
 
-def _document(seed: int) -> str:
-    return filler(seed, 120)
-
-
 def _same_text_prompts(count: int) -> list[str]:
     """``count`` prompts, half that copy (quote or repeat a text), half that do not."""
     prompts: list[str] = []
@@ -105,7 +100,7 @@ def _same_text_prompts(count: int) -> list[str]:
     topics = ("the sea", "a city at night", "bread", "a library", "winter", "a bicycle", "bees")
     for i in range(count):
         if i % 2 == 0:
-            prompts.append(asks[(i // 2) % len(asks)].format(text=_document(900 + i)))
+            prompts.append(asks[(i // 2) % len(asks)].format(text=filler(900 + i, 120)))
         else:
             prompts.append(f"Write a short paragraph about {topics[(i // 2) % len(topics)]}.")
     return prompts
@@ -116,11 +111,6 @@ def _engine_rate(report: GenerationReport) -> float:
     if started is None or ended is None or ended <= started or report.reply_tokens < 2:
         raise RuntimeError("the reply was too short to have a rate")
     return (report.reply_tokens - 1) / (ended - started)
-
-
-def _ratio(values: list[float]) -> tuple[float, list[float]]:
-    low, high = median_ci(values)
-    return round(statistics.median(values), 4), [round(low, 4), round(high, 4)]
 
 
 def _workload(
@@ -162,9 +152,9 @@ def _workload(
             peer_rate, peer_text = loops.lookup_run(messages, threads)
             peer_over_native.append(peer_rate / rates[2])
             peer_same = peer_same and peer_text == texts[1]
-    ratio, interval = _ratio(over_native)
-    plain_ratio, plain_interval = _ratio(over_plain)
-    peer_ratio, peer_interval = _ratio(peer_over_native)
+    ratio, interval = median_with_ci(over_native)
+    plain_ratio, plain_interval = median_with_ci(over_plain)
+    peer_ratio, peer_interval = median_with_ci(peer_over_native)
     return {
         "ratio": ratio,
         "ratio_ci95": interval,

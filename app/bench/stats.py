@@ -52,6 +52,12 @@ def median_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, floa
     return low, high
 
 
+def median_with_ci(values: Sequence[float]) -> tuple[float, list[float]]:
+    """The median of ``values`` and its bootstrap interval, rounded for the JSON."""
+    low, high = median_ci(values)
+    return round(statistics.median(values), 4), [round(low, 4), round(high, 4)]
+
+
 def too_noisy(value: float, ci: Sequence[float]) -> bool:
     """Whether the interval reaches further than :data:`NOISE_LIMIT` from the value."""
     low, high = ci
@@ -78,11 +84,11 @@ class Pairs:
             prefix: put before the ratio's keys (``"native_"`` gives ``native_ratio``).
         """
         ratios = self.ratios
-        low, high = median_ci(ratios)
+        ratio, interval = median_with_ci(ratios)
         return {
             f"{name}_tok_s": round(statistics.median(self.reference), 2),
-            f"{prefix}ratio": round(statistics.median(ratios), 4),
-            f"{prefix}ratio_ci": [round(low, 4), round(high, 4)],
+            f"{prefix}ratio": ratio,
+            f"{prefix}ratio_ci": interval,
             f"{prefix}pairs": [round(r, 4) for r in ratios],
         }
 

@@ -40,6 +40,7 @@ from app.engine.generation import (
     TokenPieces,
     held_back,
     new_text_decoder,
+    put_token,
 )
 from app.engine.sequence import ChunkSizer, KvSequence, common_prefix
 from app.engine.stop import StopSignal
@@ -138,8 +139,6 @@ class BatchedReply:
         self.sampler: Any = None
         self.stops = StopStrings(())
         self.decoder = new_text_decoder()
-        self.sequence_rate = 0.0
-        """Its sequence's last prompt rate alone when placed (sizes a first chunk alone)."""
         self.sizer: ChunkSizer | None = None
         """Sizes its prompt's chunks while nothing else decodes."""
         self.sizer_beside: ChunkSizer | None = None
@@ -278,7 +277,6 @@ class BatchDecoder:
         reply.room = n_ctx - len(prompt)
         max_tokens = reply.settings.max_tokens
         reply.limit = min(max_tokens, reply.room) if max_tokens > 0 else reply.room
-        reply.sequence_rate = sequence.rate
         reply._remove_listener = reply.stop.add_listener(self._abort.raise_flag)
         self._used[sequence.seq_id] = self._steps
         return True
@@ -387,12 +385,7 @@ class BatchDecoder:
         return code
 
     def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
-        batch = self._batch
-        batch.token[i] = token
-        batch.pos[i] = pos
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = seq_id
-        batch.logits[i] = logits
+        put_token(self._batch, i, token, pos, seq_id, logits)
 
     def _prompt_chunk(self, reply: BatchedReply, *, mixed: bool) -> list[int]:
         """The next piece of ``reply``'s prompt, sized to a time."""
@@ -416,7 +409,9 @@ class BatchDecoder:
             if not self._chunk_seconds:
                 return None
             if reply.sizer is None:
-                reply.sizer = ChunkSizer(self._chunk_seconds, self._n_batch, reply.sequence_rate)
+                # The sequence's rate read alone (chunks read beside others do not change it).
+                rate = reply.sequence.rate if reply.sequence is not None else 0.0
+                reply.sizer = ChunkSizer(self._chunk_seconds, self._n_batch, rate)
             return reply.sizer
         # Beside decoding replies: a share of their step's time, as the step is now.
         if not self.decode_step:

@@ -350,6 +350,15 @@ def decode_reply(
             discard()  # the KV of proposed tokens decoded but not kept, if any
 
 
+def put_token(batch: Any, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
+    """Row ``i`` of a ``llama_batch``: ``token`` at ``pos`` of sequence ``seq_id``."""
+    batch.token[i] = token
+    batch.pos[i] = pos
+    batch.n_seq_id[i] = 1
+    batch.seq_id[i][0] = seq_id
+    batch.logits[i] = logits
+
+
 class _Checked:
     """The proposed tokens decoded in one call after a token (a ``llama_batch`` made once)."""
 
@@ -364,11 +373,7 @@ class _Checked:
             self._batch = llama_cpp.llama_batch_init(MOST_DRAFTED + 1, 0, 1)
         batch = self._batch
         for i, each in enumerate((token, *draft)):
-            batch.token[i] = each
-            batch.pos[i] = position + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = True
+            put_token(batch, i, each, position + i, 0, True)
         batch.n_tokens = 1 + len(draft)
         if TRACE.recording:
             with TRACE.span("decode with draft", cat="engine", drafted=len(draft)):
