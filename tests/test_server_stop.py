@@ -210,7 +210,15 @@ def test_the_window_and_three_clients_share_the_model(served: Served) -> None:
 
     clients = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
     clients[0].start()
-    wait_until(lambda: len(served.requests()) == 1)
+
+    def first_began() -> bool:
+        requests = served.requests()
+        job = requests[0].job if requests else None
+        return job is not None and job.began_at is not None
+
+    # Begun, not only queued: a window reply queued beside it would go first (the person
+    # first), and the first client would then wait with the other two, one over the bound.
+    wait_until(first_began)
     assert session.send("Count to ten.")
     for thread in clients[1:]:
         thread.start()
