@@ -107,6 +107,12 @@ class ChatView(QScrollArea):
         self.stack = RowStack()
         self.stack.setObjectName("conversationRows")
         self.stack.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Ctrl+C after selecting
+        # Opaque, so that following a reply scrolls what is on screen by a blit and repaints
+        # only the strip it uncovers and the row that grew; a see-through stack had Qt paint
+        # every visible row again on every update (QWidgetPrivate::moveRect).
+        self.stack.setBackgroundRole(QPalette.ColorRole.Base)
+        self.stack.setAutoFillBackground(True)
+        self.stack.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         self.setWidget(self.stack)
         self._progress = PromptProgress(self.stack, lambda: self.theme)
         self.theme: Theme = theme_for(self.palette())

@@ -135,6 +135,26 @@ def style_sheet(palette: QPalette) -> str:
 }}
 #newChat:hover {{ background: {c["hover"]}; }}
 QDockWidget::title {{ padding: 6px 8px; background: {c["window"]}; }}
+{_scroll_bars(c)}"""
+
+
+def _scroll_bars(c: dict[str, str]) -> str:
+    """Thin scroll bars: a rounded handle on nothing, no arrows.
+
+    Fusion draws its scroll bar with gradients that Qt's raster engine fills on its GUI thread
+    pool, and the conversation's bar repaints on every update of a streaming reply (its range
+    grows): measured on a 2-core EPYC, 0.35 ms of the UI thread and 0.4 ms more of the pool's
+    per paint; painted from this sheet, 0.013 ms.
+    """
+    return f"""
+QScrollBar:vertical {{ background: transparent; width: 12px; margin: 2px 2px 2px 0; }}
+QScrollBar:horizontal {{ background: transparent; height: 12px; margin: 0 2px 2px 2px; }}
+QScrollBar::handle {{ background: {c["line"]}; border-radius: 4px; }}
+QScrollBar::handle:vertical {{ min-height: 32px; margin: 0 2px; }}
+QScrollBar::handle:horizontal {{ min-width: 32px; margin: 2px 0; }}
+QScrollBar::handle:hover, QScrollBar::handle:pressed {{ background: {c["muted"]}; }}
+QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; border: none; background: none; }}
+QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 """
 
 

@@ -237,6 +237,7 @@ class MainWindow(QMainWindow):
             self.empty_chat,
             self.sidebar_dock,  # its title bar too
             self.diagnostics_dock,  # its title bar and panel (not the conversation)
+            self.view.verticalScrollBar(),  # the sheet's bar: it repaints on every update
         ]
         apply_style(chrome, self.palette())
 

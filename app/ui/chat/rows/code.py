@@ -184,7 +184,11 @@ class CodeRow(ThemedRow):
         self._show_header()
         # No padding where two segments of a long block meet.
         self._code.setContentsMargins(8, 4 if self._first else 0, 8, 0 if self._gap() == 0 else 6)
-        self._code.adjustSize()
+        if self._scroll is not None:
+            # Wider than the row: its scroll area shows it at its own size. Otherwise the
+            # row's resizeEvent sizes it, after a view that follows the reply has scrolled
+            # (sized here first, its area was invalid then and Qt repainted the whole view).
+            self._code.adjustSize()
 
     def _header_height(self) -> int:
         if not self._first:

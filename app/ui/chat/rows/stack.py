@@ -249,11 +249,21 @@ class RowStack(QWidget):
     def _place(self, start: int) -> None:
         """Position rows from ``start`` on; a stale row keeps its old size until measured."""
         width = self.width()
+        for i in range(start + 1, len(self.rows)):
+            self._tops[i] = self._tops[i - 1] + self._heights[i - 1]
+        bottom = self._bottom()
+        # Growing, the stack takes its new height before any row does: a view that follows
+        # the reply scrolls then, while nothing on screen is invalid yet, so Qt moves what
+        # is shown by a blit and paints only the uncovered strip. A row resized first left
+        # its area invalid, and Qt painted every visible row again instead (it will not
+        # blit "junk": QWidgetRepaintManager::bltRect).
+        grows = bottom > self.height()
+        if grows:
+            self._grow_to(width, bottom)
         for i in range(start, len(self.rows)):
-            if i > start:
-                self._tops[i] = self._tops[i - 1] + self._heights[i - 1]
             if self._measured_at[i] == width:
                 self.rows[i].setGeometry(0, self._tops[i], width, self._heights[i])
             else:
                 self.rows[i].move(0, self._tops[i])
-        self._grow_to(width, self._bottom())
+        if not grows:
+            self._grow_to(width, bottom)
