@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPaintEvent, QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.markdown.stream import render_blocks
@@ -403,3 +403,75 @@ def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
 )
 def test_only_plain_words_at_the_end_are_typed(old: str, new: str, added: str | None) -> None:
     assert appended_text(old, new) == added
+
+
+PARAGRAPHS = (
+    "Once upon a time a dragon lived in the hills and read every book about the sea it found, "
+    * 8
+    + "\n\n"
+) * 6
+"""Paragraphs of several lines each: a streamed one grows line by line."""
+
+
+def _on_screen(view: ChatView) -> QImage:
+    """What the window's backing store holds (the offscreen platform grabs it, not a new paint)."""
+    screen = QGuiApplication.primaryScreen()
+    return screen.grabWindow(view.winId()).toImage()
+
+
+@pytest.mark.parametrize("name", ["prose", "nested lists", "table row by row"])
+def test_what_is_on_screen_after_each_update_is_a_fresh_paint_of_the_view(
+    view: ChatView, qtbot: QtBot, name: str
+) -> None:
+    # Updates repaint only what changed (the growing paragraph from its last line down; a
+    # scroll by a blit of what was shown): the screen must still be what painting the whole
+    # view anew gives, at every update, past the first screenful and its scrolls.
+    text = PARAGRAPHS + (PROSE + CORPUS["closed fence then text"] if name == "prose" else CORPUS[name] * 3)
+    rng = random.Random(3)
+    view.begin_reply("Model")
+    i = compared = 0
+    while i < len(text):
+        n = rng.randint(1, 6)
+        view.append_to_reply(text[i : i + n])
+        i += n
+        QApplication.processEvents()  # the update request: Qt paints the dirty parts
+        if rng.random() < 0.2 or i >= len(text):
+            shown = _on_screen(view)
+            fresh = view.grab().toImage().convertToFormat(shown.format())
+            assert shown == fresh, f"after {i} of {len(text)} characters"
+            compared += 1
+    assert view.verticalScrollBar().value() > 0  # it scrolled while streaming
+    assert compared > 10
+
+
+def test_following_a_reply_paints_only_the_row_being_written(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once the reply fills the view, a new line scrolls it: what was shown moves by a blit and
+    # only the growing row is painted (every visible row was painted again before).
+    painted: list[TextBlock] = []
+    paint = TextBlock.paintEvent
+
+    def counting(block: TextBlock, event: QPaintEvent) -> None:
+        painted.append(block)
+        paint(block, event)
+
+    monkeypatch.setattr(TextBlock, "paintEvent", counting)
+    view.begin_reply("Model")
+    text = PARAGRAPHS
+    scrolled = others = updates = 0
+    for i in range(0, len(text), 5):
+        rows = len(view.stack.rows)
+        top = view.verticalScrollBar().value()
+        painted.clear()
+        view.append_to_reply(text[i : i + 5])
+        QApplication.processEvents()
+        if len(view.stack.rows) != rows or top == 0:
+            continue  # a new row, or the first screenful (the scroll bar appears)
+        growing = view.stack.rows[-1]
+        assert isinstance(growing, TextRow)
+        updates += 1
+        scrolled += view.verticalScrollBar().value() != top
+        others += sum(block is not growing.label for block in painted)
+    assert scrolled > 5
+    assert others == 0, f"{others} paints of other rows in {updates} updates"
