@@ -406,8 +406,7 @@ def test_only_plain_words_at_the_end_are_typed(old: str, new: str, added: str | 
 
 
 PARAGRAPHS = (
-    "Once upon a time a dragon lived in the hills and read every book about the sea it found, "
-    * 8
+    "Once upon a time a dragon lived in the hills and read every book about the sea it found, " * 8
     + "\n\n"
 ) * 6
 """Paragraphs of several lines each: a streamed one grows line by line."""
@@ -426,7 +425,9 @@ def test_what_is_on_screen_after_each_update_is_a_fresh_paint_of_the_view(
     # Updates repaint only what changed (the growing paragraph from its last line down; a
     # scroll by a blit of what was shown): the screen must still be what painting the whole
     # view anew gives, at every update, past the first screenful and its scrolls.
-    text = PARAGRAPHS + (PROSE + CORPUS["closed fence then text"] if name == "prose" else CORPUS[name] * 3)
+    text = PARAGRAPHS + (
+        PROSE + CORPUS["closed fence then text"] if name == "prose" else CORPUS[name] * 3
+    )
     rng = random.Random(3)
     view.begin_reply("Model")
     i = compared = 0

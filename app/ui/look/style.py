@@ -153,7 +153,7 @@ QScrollBar::handle {{ background: {c["line"]}; border-radius: 4px; }}
 QScrollBar::handle:vertical {{ min-height: 32px; margin: 0 2px; }}
 QScrollBar::handle:horizontal {{ min-width: 32px; margin: 2px 0; }}
 QScrollBar::handle:hover, QScrollBar::handle:pressed {{ background: {c["muted"]}; }}
-QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; border: none; background: none; }}
+QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; border: none; }}
 QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 """
 
