@@ -19,6 +19,7 @@ from markdown_it.token import Token
 
 from app.markdown import stream as markdown_stream
 from app.markdown.stream import (
+    SEGMENT_CHARS,
     SEGMENT_LINES,
     Block,
     MarkdownStream,
@@ -284,6 +285,24 @@ def test_a_long_paragraph_of_lines_is_segmented_where_it_reads_the_same() -> Non
     assert "<p>" + joined + "</p>\n" == whole.html
     assert "<em>this emphasis<br />\ngoes on</em>" in whole.html
     assert end == blocks[-1]
+
+
+def test_one_endless_line_is_segmented_by_its_length() -> None:
+    # Plain words on one line: few lines and a low parse cost, but Qt lays a paragraph out
+    # whole on every change, so the open part must stay short however long the line gets.
+    text = "".join(f"word{i % 10} " for i in range(5000)) + "\n\nThe end.\n"
+    stream = MarkdownStream()
+    blocks: list[Block] = []
+    longest = 0
+    for i in range(0, len(text), 7):
+        blocks += stream.feed(text[i : i + 7]).closed
+        longest = max(longest, len(stream.tail))
+    blocks += stream.finish().closed
+    assert longest <= SEGMENT_CHARS + 100
+    paragraph = [b for b in blocks if b.kind == "text"][:-1]
+    assert len(paragraph) >= len(text) // SEGMENT_CHARS - 1
+    assert all(b.continued for b in paragraph[:-1])
+    assert "".join(b.source for b in blocks) == text
 
 
 def test_the_fire_hose_text_keeps_a_small_open_tail() -> None:

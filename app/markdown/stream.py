@@ -91,6 +91,12 @@ __all__ = [
 SEGMENT_LINES = 32
 """A growing paragraph, code block, list or table with this many finished lines is segmented."""
 
+SEGMENT_CHARS = 3000
+"""A growing block this long is segmented whatever its lines and parse cost: Qt lays a
+paragraph out whole on every change, so one long line costs its length per update (about
+0.07 ms per 1,000 characters on a 2-core EPYC; 14,000 characters, where its parse cost alone
+would cut it, cost a millisecond per update)."""
+
 SEGMENT_COST = 350.0
 """Estimated parse cost (µs, see :func:`~app.markdown.parser.parse_cost`) of the open tail at
 which it is segmented."""
@@ -256,7 +262,10 @@ class MarkdownStream:
             return None  # a run of non-blank characters this long is shown as written
         cost = typing.cost + parse_cost(text)
         if cost >= OVERFLOW_COST or (
-            len(grown) >= self._retry_at and (typing.lines >= SEGMENT_LINES or cost >= SEGMENT_COST)
+            len(grown) >= self._retry_at
+            and (
+                typing.lines >= SEGMENT_LINES or cost >= SEGMENT_COST or len(grown) >= SEGMENT_CHARS
+            )
         ):
             return None
         trailing = live[len(live.rstrip()) :]
@@ -379,7 +388,7 @@ class MarkdownStream:
         cost = parse_cost(live)
         if len(groups) == 1 and len(live) >= self._retry_at:
             count = live.count("\n")
-            if count >= SEGMENT_LINES or cost >= SEGMENT_COST:
+            if count >= SEGMENT_LINES or cost >= SEGMENT_COST or len(live) >= SEGMENT_CHARS:
                 rest = self._segments.segment(groups[0], lines, env, live, SEGMENT_COST)
                 if rest is not None:
                     self._live = live = rest
