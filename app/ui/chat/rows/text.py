@@ -102,6 +102,11 @@ class TextRow(ThemedRow):
             self.fold_button.setObjectName("foldPrompt")
             self.fold_button.clicked.connect(self._toggle_fold)
             self.fold_button.hide()
+        else:
+            # Opaque on the view's own background: when the text changes, Qt paints the text
+            # alone, not the row and the stack beneath it first (a reply's text is not on a
+            # card; a prompt's is, so its text stays see-through).
+            self.label.setAutoFillBackground(True)
         if style in ("note", "error"):
             font = QFont(self.label.font())
             font.setItalic(True)
