@@ -119,6 +119,7 @@ class ChatView(QScrollArea):
         self._reply: ReplyRows | None = None
         self._pinned = True
         bar = self.verticalScrollBar()
+        bar.setObjectName("chatScrollBar")  # on the view's background (the window's sheet)
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range_changed)
         self.updates = 0

@@ -51,6 +51,8 @@ def _colors(palette: QPalette) -> dict[str, str]:
         "banner_line": mix(base, accent, 0.35).name(),
         "list_hover": mix(window, text, 0.06).name(),
         "list_selected": mix(window, accent, 0.22).name(),
+        "handle": mix(base, text, 0.28).name(),
+        "handle_hover": mix(base, text, 0.45).name(),
     }
 
 
@@ -149,10 +151,11 @@ def _scroll_bars(c: dict[str, str]) -> str:
     return f"""
 QScrollBar:vertical {{ background: transparent; width: 12px; margin: 2px 2px 2px 0; }}
 QScrollBar:horizontal {{ background: transparent; height: 12px; margin: 0 2px 2px 2px; }}
-QScrollBar::handle {{ background: {c["line"]}; border-radius: 4px; }}
+QScrollBar#chatScrollBar {{ background: {c["base"]}; margin: 0; }}
+QScrollBar::handle {{ background: {c["handle"]}; border-radius: 4px; }}
 QScrollBar::handle:vertical {{ min-height: 32px; margin: 0 2px; }}
 QScrollBar::handle:horizontal {{ min-width: 32px; margin: 2px 0; }}
-QScrollBar::handle:hover, QScrollBar::handle:pressed {{ background: {c["muted"]}; }}
+QScrollBar::handle:hover, QScrollBar::handle:pressed {{ background: {c["handle_hover"]}; }}
 QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; border: none; }}
 QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 """
