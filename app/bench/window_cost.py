@@ -20,6 +20,7 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
 
 from __future__ import annotations
 
+import asyncio
 import os
 import statistics
 import time
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.measure import app_threads, ask
+from app.bench.measure import ask
 from app.bench.plan import STORY, Setup
+from app.engine import Backend
 from app.ui.window.main_window import MainWindow
 
 WORKER_NAME = "InferenceWorker"
@@ -100,10 +102,14 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
     same threads as its decoding); the readings are taken in the session's own signals, so
     the measurement adds no wake-up of the UI thread.
     """
-    threads = app_threads(window).n_threads
     runs: list[dict[str, float]] = []
     session = window.session
+    counts: list[int] = []
     for _ in range(setup.plan.window_cost_replies):
+        # What llama.cpp decodes with now, asked on the worker's thread: the worker's report
+        # can lag a count set by other means (a bench run read 1 while two decoded).
+        threads = await decode_threads(window)
+        counts.append(threads)
         before = read_threads()
         began = time.perf_counter()
         await ask(window, STORY)
@@ -118,5 +124,17 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
         )
     return {key: round(statistics.median(run[key] for run in runs), 4) for key in runs[0]} | {
         "replies": len(runs),
-        "decode_threads": threads,
+        "decode_threads": statistics.median_low(counts),
     }
+
+
+async def decode_threads(window: MainWindow) -> int:
+    """How many threads llama.cpp decodes with now (read on the worker's thread, in turn)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[int] = loop.create_future()
+
+    def read(backend: Backend) -> None:
+        loop.call_soon_threadsafe(answer.set_result, backend.threads[0])
+
+    window.session.host.with_backend(read)
+    return await asyncio.wait_for(answer, timeout=60.0)  # the model is open throughout
