@@ -97,7 +97,10 @@ def test_a_chip_reads_then_shows_size_tokens_and_time(form: Form, qtbot: QtBot) 
     assert tray.attachments() == [attachment()]
     assert tray.total.text() == "2,300 tokens in all, about 19 s to read"  # no room known
     tray.set_room(3500)
-    assert tray.total.text() == "2,300 of 3,500 tokens left in the context, about 19 s to read"
+    assert (
+        tray.total.text()
+        == "Takes 2,300 of the 3,500 tokens left in the context, about 19 s to read"
+    )
     assert tray.total.isVisible()
 
 
@@ -125,7 +128,10 @@ def test_totals_follow_the_chips_and_warn_when_over(form: Form) -> None:
     tray.set_room(3500)
     ready(tray, attachment("a.txt", 1800), 15.0)
     ready(tray, attachment("b.txt", 1300), 11.0)
-    assert tray.total.text() == "3,100 of 3,500 tokens left in the context, about 26 s to read"
+    assert (
+        tray.total.text()
+        == "Takes 3,100 of the 3,500 tokens left in the context, about 26 s to read"
+    )
     assert not tray.over
     normal = tray.total.palette().color(QPalette.ColorRole.WindowText)
 
@@ -141,7 +147,7 @@ def test_totals_follow_the_chips_and_warn_when_over(form: Form) -> None:
 
     tray.remove("b.txt")
     assert not tray.over
-    assert tray.total.text().startswith("2,700 of 3,500 tokens left in the context")
+    assert tray.total.text().startswith("Takes 2,700 of the 3,500 tokens left in the context")
     assert tray.total.palette().color(QPalette.ColorRole.WindowText) == normal
 
 
@@ -163,7 +169,7 @@ def test_remove_works_from_the_keyboard(form: Form, qtbot: QtBot) -> None:
 
     assert removed == [("a.txt",)]
     assert tray.names() == ["b.txt"]
-    assert tray.total.text() == "200 of 1,000 tokens left in the context"
+    assert tray.total.text() == "Takes 200 of the 1,000 tokens left in the context"
     second = tray.chip("b.txt")
     assert second is not None
     qtbot.waitUntil(second.remove_button.hasFocus)  # the focus stays in the tray

@@ -250,7 +250,7 @@ def test_llama_cpp_python_using_the_context_is_noticed(
     backend: LlamaBackend, fresh: LlamaBackend
 ) -> None:
     reply(backend, conversation_a(), "a")
-    # The bench's baseline runs llama-cpp-python's own API on the same context.
+    # llama-cpp-python's own API on the same context (nothing in the app does this today).
     list(backend._llm.create_chat_completion(conversation_b(), max_tokens=8, stream=True))  # type: ignore[arg-type]
     text, report = reply(backend, conversation_a(), "a")
     assert report.prefix_source in ("", "memory")  # not the KV record it overwrote

@@ -493,9 +493,12 @@ class LlamaBackend:
     def _take_back_context(self) -> None:
         """Forget the KV record if llama-cpp-python's own API used the context meanwhile.
 
-        The bench runs llama-cpp-python's ``create_chat_completion`` on this same context as
-        its baseline; that changes the KV cache without this engine knowing. Its own count of
-        evaluated tokens is 0 while only this engine computes.
+        Nothing does today (the bench's llama-cpp-python baselines run in a child process of
+        their own), so this is a guard, one integer read per reply: a call such as
+        ``create_chat_completion`` on this context would change the KV cache without this
+        engine knowing, and the next reply would reuse a prefix that is no longer there.
+        llama-cpp-python's own count of evaluated tokens stays 0 while only this engine
+        computes.
         """
         if self._llm.n_tokens:
             self._llm.n_tokens = 0

@@ -63,7 +63,7 @@ def total_text(used: int, room: int | None, seconds: float | None) -> str:
         ).format(tokens=f"{used:,}", room=f"{room:,}")
     else:
         text = QCoreApplication.translate(
-            "AttachmentTray", "{tokens} of {room} tokens left in the context"
+            "AttachmentTray", "Takes {tokens} of the {room} tokens left in the context"
         ).format(tokens=f"{used:,}", room=f"{room:,}")
     if seconds is not None:
         text = QCoreApplication.translate("AttachmentTray", "{total}, {duration}").format(

@@ -145,7 +145,7 @@
         <translation>{tokens} 个词元：超过上下文剩余的 {room} 个。请移除一个附件，或只加入其中一部分。</translation>
     </message>
     <message>
-        <source>{tokens} of {room} tokens left in the context</source>
+        <source>Takes {tokens} of the {room} tokens left in the context</source>
         <translation>上下文剩余 {room} 个词元，已用 {tokens} 个</translation>
     </message>
     <message>
