@@ -730,7 +730,10 @@ def test_the_chips_follow_a_change_of_language(
         qtbot.waitUntil(lambda: chip.remove_button.accessibleName() == "REMOVE notes.txt")
         qtbot.waitUntil(lambda: "ABOUT 19 S TO READ" in chip.summary.text())
         assert chip.summary.text() == "notes.txt · 12 KB · 2,300 TOKENS, ABOUT 19 S TO READ"
-        assert tray.total.text() == "2,300 OF 5,000 TOKENS LEFT IN THE CONTEXT, ABOUT 19 S TO READ"
+        assert (
+            tray.total.text()
+            == "TAKES 2,300 OF THE 5,000 TOKENS LEFT IN THE CONTEXT, ABOUT 19 S TO READ"
+        )
     finally:
         qapp.removeTranslator(translator)
     qtbot.waitUntil(lambda: chip.remove_button.accessibleName() == "Remove notes.txt")
