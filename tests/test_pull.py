@@ -27,7 +27,18 @@ def start_pull(spec: str, home: Path, hub: FakeHub) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
+
+
+def _interruptible() -> None:
+    """Ctrl+C reaches the pull as in a terminal.
+
+    A command started in the background by a non-interactive shell (a CI script's ``&``)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the pull
+    ran to its end through the test's Ctrl+C.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_bytes(part: Path, more_than: int, child: subprocess.Popen[str]) -> int:
