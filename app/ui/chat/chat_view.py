@@ -107,11 +107,10 @@ class ChatView(QScrollArea):
         self.stack = RowStack()
         self.stack.setObjectName("conversationRows")
         self.stack.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Ctrl+C after selecting
-        # Opaque, so that following a reply scrolls what is on screen by a blit and repaints
-        # only the strip it uncovers and the row that grew; a see-through stack had Qt paint
-        # every visible row again on every update (QWidgetPrivate::moveRect).
-        self.stack.setBackgroundRole(QPalette.ColorRole.Base)
-        self.stack.setAutoFillBackground(True)
+        # Static contents: growing, the stack invalidates only the strip it adds (below the
+        # view), not all of itself, so a view that follows the reply scrolls by a blit of
+        # what is shown (see RowStack._place). QScrollArea already fills it with the
+        # viewport's background, which a blit needs too.
         self.stack.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         self.setWidget(self.stack)
         self._progress = PromptProgress(self.stack, lambda: self.theme)
