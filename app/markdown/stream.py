@@ -111,6 +111,11 @@ PLAIN_CHUNK = 4000
 """Plain text shown for an overflowing block is split into blocks of about this many characters."""
 
 
+def _due_for_segment(lines: int, cost: float, chars: int) -> bool:
+    """Whether an open block this long (lines, parse cost, characters) is to be segmented."""
+    return lines >= SEGMENT_LINES or cost >= SEGMENT_COST or chars >= SEGMENT_CHARS
+
+
 @dataclass
 class BlockUpdate:
     """What changed after :meth:`MarkdownStream.feed`.
@@ -262,10 +267,7 @@ class MarkdownStream:
             return None  # a run of non-blank characters this long is shown as written
         cost = typing.cost + parse_cost(text)
         if cost >= OVERFLOW_COST or (
-            len(grown) >= self._retry_at
-            and (
-                typing.lines >= SEGMENT_LINES or cost >= SEGMENT_COST or len(grown) >= SEGMENT_CHARS
-            )
+            len(grown) >= self._retry_at and _due_for_segment(typing.lines, cost, len(grown))
         ):
             return None
         trailing = live[len(live.rstrip()) :]
@@ -388,7 +390,7 @@ class MarkdownStream:
         cost = parse_cost(live)
         if len(groups) == 1 and len(live) >= self._retry_at:
             count = live.count("\n")
-            if count >= SEGMENT_LINES or cost >= SEGMENT_COST or len(live) >= SEGMENT_CHARS:
+            if _due_for_segment(count, cost, len(live)):
                 rest = self._segments.segment(groups[0], lines, env, live, SEGMENT_COST)
                 if rest is not None:
                     self._live = live = rest
