@@ -692,3 +692,20 @@ def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> No
     assert 0 < figures["decode_busy"] <= 1.05  # one thread cannot be busier than its core
     # (Rounded to a microsecond, as the JSON holds it: a small figure is not within 1 % of it.)
     assert figures["ui_ms_per_token"] == round((after.ui - before.ui) * 1000 / 30, 3)
+
+
+@pytest.mark.model
+def test_only_vision_runs_the_pictures_section_alone(tmp_path: Path) -> None:
+    proc, out = run_only("vision", tmp_path)
+    assert "pictures: the projector" in proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"vision", "machine"}
+    section = doc["vision"]
+    assert section["projector"]["tokens_per_image"] == 1024
+    assert section["encode_ms"] > 0
+    assert section["encode_hook_ratio"] > 0
+    # Stop landed inside an encode at least once, and ended it (well before the encode's end).
+    assert section["stop_encode_ms"]["n"] >= 1
+    assert section["stop_encode_ms"]["max"] < section["encode_ms"]
+    assert section["follow_up_ms"] > 0
+    assert section["follow_up_text_only_ms"] > 0

@@ -46,7 +46,21 @@ HASWELL = frozenset(["sse4_2", "avx", "f16c", "fma", "bmi2", "avx2"])
 
 
 def _on(args: tuple[str, ...]) -> set[str]:
-    return {a.removeprefix("-D").removesuffix("=ON") for a in args if a.endswith("=ON")}
+    """The ggml options turned on (libmtmd's LLAVA_BUILD, in every build, is not one)."""
+    return {
+        a.removeprefix("-D").removesuffix("=ON")
+        for a in args
+        if a.endswith("=ON") and a.startswith("-DGGML_")
+    }
+
+
+def test_every_build_has_the_multimodal_library_for_models_that_see() -> None:
+    for profile in llama_wheel.PROFILES:
+        for gpu in llama_wheel.GPUS:
+            assert "-DLLAVA_BUILD=ON" in cmake_args(profile, "x86_64", HASWELL, gpu)
+    import llama_cpp.mtmd_cpp
+
+    assert llama_cpp.mtmd_cpp.mtmd_default_marker()  # libmtmd is built and loads
 
 
 def test_the_installed_llama_cpp_was_built_by_floodgate_without_amx() -> None:
@@ -91,7 +105,7 @@ def test_the_default_build_is_the_avx2_generation_and_runs_on_any_avx2_cpu() -> 
 def test_the_baseline_runs_on_any_x86_64_and_arm64_builds_for_its_baseline() -> None:
     assert _on(cmake_args("baseline", "x86_64", SAPPHIRE_RAPIDS)) == {"GGML_SSE42"}
     arm = cmake_args("portable", "aarch64", frozenset({"asimd", "asimddp"}))
-    assert arm == ("-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF")
+    assert arm == ("-DLLAVA_BUILD=ON", "-DGGML_NATIVE=OFF")
     with pytest.raises(ValueError, match="unknown CPU profile"):
         cmake_args("native", "x86_64", HASWELL)
 

@@ -39,6 +39,7 @@ from app.bench.speculative import speculative
 from app.bench.stops import stops
 from app.bench.thread_counts import thread_counts
 from app.bench.ttft import ttft
+from app.bench.vision import vision
 from app.bench.window_cost import window_cost_section
 from app.engine.llama import open_llama
 from app.engine.threads import machine_fingerprint, physical_cores
@@ -152,6 +153,7 @@ SECTIONS = (
     "large_messages",
     "parallel",
     "speculative",
+    "vision",
 )
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
@@ -196,6 +198,10 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
         setup.log("drafts from the context (prompt lookup) against the plain loops…")
         return {"speculative": speculative(setup), "machine": machine(setup)}
+    if only == "vision":
+        setup.log("pictures: the projector, read once, Stop in the encoder…")
+        quick = setup.plan.speculative_rounds < 2
+        return {"vision": vision(setup, *((2, 3) if quick else ())), "machine": machine(setup)}
     if only == "ttft_ms":
         cores = setup.options.n_threads or physical_cores()
         setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
@@ -225,6 +231,8 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     setup.log("drafts from the context (prompt lookup) against the plain loops…")
     at_best = replace(setup.options, n_threads=app["threads"]["eval_best"])
     drafts = speculative(replace(setup, options=at_best))
+    setup.log("pictures: the projector, read once, Stop in the encoder…")
+    seen = vision(setup)
     setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
     fetched = await download(setup)
     setup.log("the GPU, if there is one…")
@@ -252,6 +260,7 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
         "server": local,
         "parallel": side_by_side,
         "speculative": drafts,
+        "vision": seen,
         "download": fetched,
         "gpu": on_gpu,
         **prompt,

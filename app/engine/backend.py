@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, TypedDict
+from typing import Literal, NotRequired, Protocol, TypedDict
 
 from app import defaults
 from app.engine.devices import ComputeDevice
 from app.engine.fit import Why
+from app.engine.pictures import Picture
 from app.engine.prompt_cache import CacheStats
 from app.engine.stop import StopSignal
 from app.roles import Role
@@ -23,6 +24,8 @@ class ChatMessage(TypedDict):
 
     role: Role
     content: str
+    pictures: NotRequired[tuple[Picture, ...]]
+    """Pictures shown with the turn (for a model that sees), placed before its text."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class EngineOptions:
             them and sums in another order (README, the ``speculative`` section).
         flash_attn: llama.cpp's flash attention (off: llama-cpp-python's default; on this
             2-core CPU it decodes about 16 % slower at a 1,000-token context).
+        projector: the model's projector (``mmproj-*.gguf``), which lets it see pictures
+            (None: text only).
     """
 
     n_ctx: int = defaults.N_CTX
@@ -86,6 +91,7 @@ class EngineOptions:
     reuse_reply_tokens: bool = True
     prompt_lookup: bool = False
     flash_attn: bool = False
+    projector: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -269,6 +275,12 @@ class ModelInfo:
     parallel: int = 0
     """Replies it decodes side by side: the places in its batch (1: one at a time; 0: not
     said, as for a server's model)."""
+    projector: Path | None = None
+    """The projector opened with the model (None: none)."""
+    sees: bool = False
+    """Whether the model reads pictures (its projector has a vision encoder)."""
+    hears: bool = False
+    """Whether the model reads sound (its projector has an audio encoder)."""
 
 
 @dataclass
@@ -308,6 +320,9 @@ class GenerationReport:
         drafted: tokens proposed and checked beside a decoded one (speculative decoding,
             :mod:`app.engine.draft`; live).
         draft_kept: of those, the ones the model sampled too: each saved a call.
+        looking: the model's projector is encoding a picture of the prompt now (live).
+        pictures_encoded: pictures of the prompt encoded for this reply (the others were
+            kept from before, encoded or in the KV cache).
     """
 
     finish: FinishReason = "done"
@@ -330,6 +345,8 @@ class GenerationReport:
     paused_seconds: float = 0.0
     drafted: int = 0
     draft_kept: int = 0
+    looking: bool = False
+    pictures_encoded: int = 0
 
 
 class Backend(Protocol):

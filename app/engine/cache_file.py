@@ -235,7 +235,7 @@ def check_header(header: dict[str, Any], path: Path, identity: dict[str, Any]) -
     if not (
         isinstance(tokens, list)
         and tokens
-        and all(type(t) is int and 0 <= t < 2**31 for t in tokens)
+        and all(type(t) is int and -(2**31) <= t < 2**31 for t in tokens)  # <0: pictures
     ):
         raise BadFileError("no valid token ids")
     if not isinstance(header.get("seconds"), int | float):

@@ -120,7 +120,12 @@ class PromptLookup:
                 continue
             start = after.get(tuple(tokens[-n:]))
             if start is not None:
-                return tokens[start : start + most]
+                found = tokens[start : start + most]
+                # A picture's positions hold negative placeholders, never a token to propose.
+                for i, token in enumerate(found):
+                    if token < 0:
+                        return found[:i]
+                return found
         return []
 
 

@@ -16,12 +16,12 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import llama_cpp
-from llama_cpp import llama_chat_format
+from llama_cpp import llama_chat_format, mtmd_cpp
 
 from app.engine.backend import (
     ChatMessage,
@@ -44,8 +44,14 @@ from app.engine.generation import (
     TokenPieces,
     decode_reply,
 )
-from app.engine.model_card import CHAT_TEMPLATE_KEY, read_chat_template
+from app.engine.model_card import (
+    CHAT_TEMPLATE_KEY,
+    find_projector,
+    projector_senses,
+    read_chat_template,
+)
 from app.engine.model_file import check_model_file
+from app.engine.pictures import PictureError
 from app.engine.placement import (
     PlacementPlan,
     fell_back,
@@ -54,6 +60,7 @@ from app.engine.placement import (
     plan_placement,
     resolve_parallel,
 )
+from app.engine.projector import MARKER, EncodeStoppedError, MediaPrompt, Projector, ProjectorError
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
 from app.engine.sequence import KvSequence, common_prefix
 from app.engine.stop import StopSignal
@@ -114,6 +121,8 @@ _BUFFERS = _BufferLog()
 # Installed once, at import; the module keeps the callback object alive.
 _native_log_callback = llama_cpp.llama_log_callback(_forward_native_log)
 llama_cpp.llama_log_set(_native_log_callback, ctypes.c_void_p(0))
+# libmtmd (the projector) logs on its own; its lines go the same way.
+mtmd_cpp.mtmd_helper_log_set(_native_log_callback, ctypes.c_void_p(0))
 
 
 class NativeAbortFlag:
@@ -243,6 +252,7 @@ class LlamaBackend:
         options: EngineOptions | None = None,
         cache: PromptCache | None = None,
         placement: Placement | None = None,
+        projector: Projector | None = None,
     ) -> None:
         options = options or EngineOptions()
         placement = placement or Placement()
@@ -273,6 +283,8 @@ class LlamaBackend:
         self._draft_costs = DraftCosts()
         """What a call of n tokens takes with this context (drafts are sized from it)."""
         self._prompt = _Prompt(llm, path)
+        self.projector = projector
+        """What lets the model see pictures (None: text only)."""
         self._closed = False
         self.batch: BatchDecoder | None = None
         """Replies side by side, when the context was opened for more than one."""
@@ -298,12 +310,20 @@ class LlamaBackend:
             build=llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
             placement=placement,
             parallel=len(self._sequences),
+            projector=projector.path if projector is not None else None,
+            sees=projector is not None and projector.sees,
+            hears=projector is not None and projector.hears,
         )
 
     @property
     def info(self) -> ModelInfo:
         """Metadata of the open model."""
         return self._info
+
+    @property
+    def native_model(self) -> Any:
+        """llama.cpp's model (a ``llama_model`` pointer), for a projector opened beside it."""
+        return self._llm.model
 
     @property
     def sequence(self) -> KvSequence:
@@ -330,11 +350,26 @@ class LlamaBackend:
         flag = self._abort
         flag.lower()
         remove_listener = stop.add_listener(flag.raise_flag)
+        projector = self.projector
+        remove_encoder_listener = (
+            stop.add_listener(projector.stop_requested()) if projector is not None else None
+        )
         try:
             yield from self._reply(messages, settings, stop, report, conversation, prompt)
-        except (TemplateError, _ContextOverflowError, GrammarError, DecodeFailedError) as exc:
+        except (
+            TemplateError,
+            _ContextOverflowError,
+            GrammarError,
+            DecodeFailedError,
+            PictureError,
+            ProjectorError,
+        ) as exc:
             self.record_failure(exc, report)
         finally:
+            report.looking = False
+            if remove_encoder_listener is not None and projector is not None:
+                remove_encoder_listener()
+                projector.lower_stop()
             if self._on_gpu:
                 # Work the device still runs (queued before Stop was seen) is computation:
                 # the stop latency is measured to its end.
@@ -372,6 +407,9 @@ class LlamaBackend:
             report.error = Sentence(
                 QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
             )
+        elif isinstance(exc, (PictureError, ProjectorError)):
+            report.finish = "error"
+            report.error = exc.sentence
         else:
             return False
         return True
@@ -390,6 +428,10 @@ class LlamaBackend:
             _ContextOverflowError: the prompt does not fit a sequence's context.
         """
         self._note_caller()
+        if any(message.get("pictures") for message in messages):
+            # Replies side by side (the API server's batch) read text; a picture is read by
+            # _reply, one reply at a time.
+            raise PictureError(_NOT_BATCHED)
         if plain is None:
             text, stop_strings, add_bos = self._prompt.render(messages, stop)
         else:  # a plain text to continue, read as llama-cpp-python's create_completion does
@@ -421,7 +463,61 @@ class LlamaBackend:
         conversation: str,
         plain: str | None = None,
     ) -> Generator[str, None, None]:
-        prompt, stop_strings = self.render_tokens(messages, settings, stop, plain)
+        media: MediaPrompt | None = None
+        if plain is None and any(message.get("pictures") for message in messages):
+            media, stop_strings = self._render_pictures(messages, stop)
+            prompt = media.tokens
+        else:
+            prompt, stop_strings = self.render_tokens(messages, settings, stop, plain)
+        try:
+            yield from self._reply_to(
+                prompt, stop_strings, settings, stop, report, conversation, media
+            )
+        finally:
+            if media is not None:
+                media.close()
+
+    def _render_pictures(
+        self, messages: Sequence[ChatMessage], stop: StopSignal
+    ) -> tuple[MediaPrompt, tuple[str, ...]]:
+        """The prompt of a conversation with pictures: tokens, placeholders, stop strings.
+
+        Raises:
+            PictureError: the model cannot see, or a picture cannot be read.
+            ProjectorError: libmtmd refused the prompt.
+            _ContextOverflowError: the prompt does not fit a sequence's context.
+        """
+        projector = self.projector
+        if projector is None or not projector.sees:
+            raise PictureError(_CANNOT_SEE)
+        pictures = [p for message in messages for p in message.get("pictures", ())]
+        marked: list[ChatMessage] = [
+            {
+                "role": message["role"],
+                "content": MARKER * len(message.get("pictures", ())) + message["content"],
+            }
+            for message in messages
+        ]
+        text, stop_strings, add_bos = self._prompt.render(marked, stop)
+        media = projector.prompt(text, pictures, add_special=add_bos)
+        if len(media.tokens) >= self._n_ctx:
+            n = len(media.tokens)
+            media.close()
+            raise _ContextOverflowError(
+                f"Requested tokens ({n}) exceed context window of {self._n_ctx}"
+            )
+        return media, stop_strings
+
+    def _reply_to(
+        self,
+        prompt: list[int],
+        stop_strings: tuple[str, ...],
+        settings: GenerationSettings,
+        stop: StopSignal,
+        report: GenerationReport,
+        conversation: str,
+        media: MediaPrompt | None,
+    ) -> Generator[str, None, None]:
         stop_strings += settings.stop
         n_ctx = self._n_ctx
         report.prompt_tokens = len(prompt)
@@ -432,10 +528,17 @@ class LlamaBackend:
         sampler = self._sampler.prepare(settings)
         self._take_back_context()
         kept = self.prepare(sequence, prompt, conversation, report)
+        if media is not None:
+            kept = _whole_pictures(sequence, prompt, kept)
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
-        code = sequence.prefill(prompt, report, self._chunk_seconds())
+        code = sequence.prefill(
+            prompt,
+            report,
+            self._chunk_seconds(),
+            self._picture_feeder(media, sequence, report) if media is not None else None,
+        )
         if code == 0:
             report.prefill_ended_at = time.perf_counter()
         else:
@@ -470,6 +573,30 @@ class LlamaBackend:
             )
         finally:
             self.settle(sequence, conversation, generated_from)
+
+    def _picture_feeder(
+        self, media: MediaPrompt, sequence: KvSequence, report: GenerationReport
+    ) -> Callable[[int], tuple[int, int]]:
+        """What puts the picture starting at a position into ``sequence`` (see prefill)."""
+        projector = self.projector
+        assert projector is not None
+
+        def feed(position: int) -> tuple[int, int]:
+            run = media.run_at(position)
+            if run is None:
+                return _NO_PICTURE, 0
+            encodes = projector.encodes
+            report.looking = True
+            try:
+                embeddings = projector.embeddings(media, run)
+            except EncodeStoppedError:
+                return DECODE_ABORTED, 0
+            finally:
+                report.looking = False
+                report.pictures_encoded += projector.encodes - encodes
+            return projector.decode(self._ctx, media, run, embeddings, sequence.seq_id), run.length
+
+        return feed
 
     def _drafter(self, prompt: list[int]) -> Drafter | None:
         """Proposals from the context for this reply, when asked for (see EngineOptions)."""
@@ -643,6 +770,8 @@ class LlamaBackend:
             self.batch.close()
         if self._cache is not None:
             self._cache.close()
+        if self.projector is not None:
+            self.projector.close()
         llama_cpp.llama_set_abort_callback(self._ctx, llama_cpp.ggml_abort_callback(), None)
         self._llm.close()
 
@@ -662,6 +791,37 @@ _MIB = 1024 * 1024
 
 class _ContextOverflowError(Exception):
     """The prompt does not fit in the context."""
+
+
+_NO_PICTURE = -100
+"""The code a picture feeder returns for a position where no picture starts (a bug)."""
+
+_CANNOT_SEE = Sentence(
+    QT_TRANSLATE_NOOP(
+        "Floodgate",
+        "The open model cannot see pictures. Open a model that can (one with a projector, an "
+        "mmproj file beside it, such as SmolVLM or Gemma 3), or send the message without them.",
+    )
+)
+
+_NOT_BATCHED = Sentence(
+    QT_TRANSLATE_NOOP(
+        "Floodgate",
+        "Pictures are read one reply at a time, and this model is open for several replies "
+        "side by side. Open it for one reply at a time to send pictures.",
+    )
+)
+
+
+def _whole_pictures(sequence: KvSequence, prompt: Sequence[int], kept: int) -> int:
+    """Trim ``sequence`` so that it does not end inside a picture; returns what it holds."""
+    if 0 < kept < len(prompt) and prompt[kept] < 0 and prompt[kept - 1] == prompt[kept]:
+        start = kept
+        while start > 0 and prompt[start - 1] == prompt[kept]:
+            start -= 1
+        sequence.trim(start)
+        return len(sequence.tokens)
+    return kept
 
 
 def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
@@ -691,7 +851,32 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
                 disk_budget=options.cache_disk_mb * _MIB,
                 disk_min_seconds=_DISK_WORTHY_SECONDS,
             )
-    return LlamaBackend(llm, path, options, cache, placement)
+    projector = _open_projector(llm, path, options, placement)
+    return LlamaBackend(llm, path, options, cache, placement, projector)
+
+
+def _open_projector(
+    llm: llama_cpp.Llama, path: Path, options: EngineOptions, placement: Placement
+) -> Projector | None:
+    """Open the model's projector: the one asked for, else an ``mmproj*.gguf`` beside it.
+
+    A projector asked for that fails closes the model too, with its sentence; one found
+    beside the model that fails leaves the model open for text, and is logged.
+    """
+    chosen = options.projector
+    found = chosen or find_projector(path)
+    if found is None or (chosen is None and projector_senses(found) == (False, False)):
+        return None
+    threads = options.n_threads_batch or physical_cores()
+    kept = options.cache_dir.with_name("picture-cache") if options.cache_dir else None
+    try:
+        return Projector(found, llm.model, threads, use_gpu=placement.on_gpu, cache_dir=kept)
+    except ProjectorError as exc:
+        if chosen is None:
+            log.warning("Projector beside %s not opened: %s", path.name, exc)
+            return None
+        llm.close()
+        raise ModelLoadError(exc.sentence.template, **exc.sentence.fields) from None
 
 
 def _load(

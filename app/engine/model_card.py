@@ -292,6 +292,17 @@ class ModelCard:
     context_length: int | None
     size_bytes: int
     has_chat_template: bool
+    projector: Path | None = None
+    """The projector paired with it (an ``mmproj*.gguf`` beside it), which lets it see."""
+    sees: bool = False
+    """Its projector reads pictures."""
+    hears: bool = False
+    """Its projector reads sound."""
+
+    @property
+    def is_projector(self) -> bool:
+        """The file is a projector (a model's image or sound encoder), not a model."""
+        return self.architecture == PROJECTOR_ARCHITECTURE
 
 
 def _text(metadata: dict[str, object], key: str) -> str:
@@ -327,6 +338,8 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
         header = _read_header(path, with_tensors=True)
         metadata = header.metadata
         architecture = _text(metadata, "general.architecture")
+        projector = find_projector(path) if architecture != PROJECTOR_ARCHITECTURE else None
+        sees, hears = projector_senses(projector) if projector is not None else (False, False)
         return ModelCard(
             path=path,
             name=_text(metadata, "general.name") or path.stem,
@@ -336,6 +349,9 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
             context_length=_number(metadata, f"{architecture}.context_length"),
             size_bytes=path.stat().st_size,
             has_chat_template=isinstance(metadata.get(CHAT_TEMPLATE_KEY), str),
+            projector=projector if sees or hears else None,
+            sees=sees,
+            hears=hears,
         )
 
     try:
@@ -350,6 +366,55 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
             name=path.name,
             reason=exc,
         ) from exc
+
+
+PROJECTOR_ARCHITECTURE = "clip"
+"""``general.architecture`` of a projector file (llama.cpp's ``convert_hf_to_gguf.py``)."""
+
+
+def find_projector(model: Path) -> Path | None:
+    """The projector that goes with ``model``: an ``mmproj*.gguf`` in the same folder.
+
+    Hub repositories of vision models (SmolVLM, Gemma 3, Qwen-VL by ggml-org, unsloth,
+    bartowski) put the projector beside the model as ``mmproj-<model>-<type>.gguf``. Of
+    several, the one whose name shares the longest start with the model's (after
+    ``mmproj-``) is chosen; the file itself is never taken for its own projector.
+    """
+    try:
+        candidates = [
+            p
+            for p in model.parent.glob("*.gguf")
+            if "mmproj" in p.name.lower() and p.resolve() != model.resolve() and p.is_file()
+        ]
+    except OSError:
+        return None
+    if not candidates:
+        return None
+    stem = model.stem.lower()
+
+    def shared(path: Path) -> int:
+        name = path.stem.lower().replace("mmproj-", "").replace("mmproj", "")
+        return next(
+            (i for i, (a, b) in enumerate(zip(name, stem, strict=False)) if a != b),
+            min(len(name), len(stem)),
+        )
+
+    return max(sorted(candidates), key=shared)
+
+
+def projector_senses(path: Path) -> tuple[bool, bool]:
+    """Whether the projector at ``path`` reads pictures, and sound (from its header)."""
+    try:
+        metadata = _read_header(path, with_tensors=False).metadata
+    except Exception:  # a damaged projector: the model opens without it, and says so
+        log.warning("Projector %s unreadable", path.name)
+        return False, False
+    if _text(metadata, "general.architecture") != PROJECTOR_ARCHITECTURE:
+        return False, False
+    return (
+        metadata.get("clip.has_vision_encoder") is True,
+        metadata.get("clip.has_audio_encoder") is True,
+    )
 
 
 def short_count(n: int | None) -> str:

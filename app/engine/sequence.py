@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import llama_cpp
@@ -281,6 +281,7 @@ class KvSequence:
         prompt: Sequence[int],
         report: GenerationReport,
         chunk_seconds: float,
+        pictures: Callable[[int], tuple[int, int]] | None = None,
     ) -> int:
         """Process the prompt's tokens after those already held, in chunks with progress.
 
@@ -292,6 +293,11 @@ class KvSequence:
         ``prefill_done`` is updated. Chunks are sized from the measured rate so that each
         takes about ``chunk_seconds``; 0 processes ``n_batch`` tokens per call, as
         llama-cpp-python does.
+
+        A picture's positions hold negative placeholder ids (:mod:`app.engine.projector`):
+        ``pictures(position)`` puts the picture starting there into the KV cache and returns
+        llama_decode's code and how many positions it filled. A picture goes in whole or
+        not at all: one stopped midway is taken out again.
 
         Returns:
             ``llama_decode``'s code: 0 when the prompt was processed; otherwise what ended it
@@ -306,8 +312,21 @@ class KvSequence:
         total = len(prompt)
         done = len(self.tokens)
         sizer = ChunkSizer(chunk_seconds, n_batch, self.rate) if chunk_seconds > 0 else None
+        starts = _picture_starts(prompt, done) if pictures is not None else []
         while done < total:
-            n = _chunk_length(sizer.size if sizer is not None else n_batch, total - done, n_batch)
+            if starts and starts[0] == done and pictures is not None:
+                starts.pop(0)
+                code, n = pictures(done)
+                if code != 0:
+                    llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, done, -1)
+                    report.prefill_done = len(self.tokens)
+                    return code
+                self.tokens.extend(prompt[done : done + n])
+                done += n
+                report.prefill_done = done
+                continue
+            end = starts[0] if starts else total
+            n = _chunk_length(sizer.size if sizer is not None else n_batch, end - done, n_batch)
             part = prompt[done : done + n]
             # The batch points into this array: it must live until llama_decode returns.
             ids = (token_array * n)(*part)
@@ -352,6 +371,15 @@ class KvSequence:
             self.seconds += elapsed * kept / n
         else:  # llama.cpp holds something else than expected: start clean
             self.clear()
+
+
+def _picture_starts(prompt: Sequence[int], start: int) -> list[int]:
+    """Where pictures begin in ``prompt`` from ``start`` on (runs of one negative id)."""
+    return [
+        i
+        for i in range(start, len(prompt))
+        if prompt[i] < 0 and (i == start or prompt[i - 1] != prompt[i])
+    ]
 
 
 def _chunk_length(chunk: int, left: int, n_batch: int) -> int:

@@ -169,8 +169,9 @@ def cmake_args(
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
     if profile not in PROFILES:
         raise ValueError(f"unknown CPU profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    # LLAVA is llama-cpp-python's multimodal library, which Floodgate does not use.
-    args = ["-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF"]
+    # LLAVA_BUILD builds libmtmd, llama.cpp's multimodal library: the image (and sound) encoders
+    # of models that see, which Floodgate's projector drives (app/engine/projector.py).
+    args = ["-DLLAVA_BUILD=ON", "-DGGML_NATIVE=OFF"]
     if machine.lower() in ("x86_64", "amd64", "x64"):
         has = {option for option, needs in _X86_SETS if all(f in features for f in needs)}
         for option, _ in _X86_SETS:

@@ -137,6 +137,8 @@ class ModelLibrary(QDialog):
         in_use = self._current is not None and card.path.resolve() == self._current
         marker = self.tr("in use")
         name = f"{card.name}  ({marker})" if in_use else card.name
+        if card.sees:
+            name += "  · " + self.tr("sees pictures")
         cells = [
             name,
             card.architecture,
@@ -149,7 +151,10 @@ class ModelLibrary(QDialog):
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
             item.setData(PATH_ROLE, str(card.path))
-            item.setToolTip(_plain_tooltip(str(card.path)))
+            where = str(card.path)
+            if card.projector is not None:
+                where += "\n" + self.tr("Projector: {path}").format(path=card.projector)
+            item.setToolTip(_plain_tooltip(where))
             self.table.setItem(row, column, item)
         if in_use or self.table.currentRow() < 0:
             self.table.selectRow(row)

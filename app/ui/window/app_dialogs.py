@@ -273,4 +273,6 @@ async def describe_models(library: ModelShelf, folders: list[Path], recent: list
             continue
         if not isValid(library):
             return  # closed before every file was read
+        if card.is_projector:
+            continue  # a model's projector is shown with its model (an eye), not as a model
         library.add_card(card)

@@ -153,6 +153,15 @@ class ModelHeader(QFrame):
         facts = [context] if card is None else [size_text(card.size_bytes), context]
         if info.placement is not None:
             facts.append(say_sentence(info.placement.summary()))
+        if info.sees or info.hears:
+            senses = (
+                self.tr("sees and hears")
+                if info.sees and info.hears
+                else self.tr("sees pictures")
+                if info.sees
+                else self.tr("hears sound")
+            )
+            facts.append(senses)
         return " · ".join(facts)
 
     @staticmethod

@@ -1,0 +1,200 @@
+"""The ``vision`` section: a picture through the projector, read once, and Stop in the encoder.
+
+No vision model ships in a package, so the section writes the tests' projector with random
+weights (:mod:`app.standins.projector`, its larger shape: 1,024 patches through 12 blocks)
+for the bundled model: the figures are facts of this build and this machine, not of a real
+vision model's encoder.
+
+- ``encode_ms``: one 1024 by 768 picture encoded (median, with its interval);
+- ``encode_hook_ratio``: the encoder's speed with the Stop hook over without it, in
+  interleaved pairs (target >= 0.95);
+- ``stop_encode_ms``: Stop pressed at a random moment of an encode, to the reply's end (p95
+  target <= 50);
+- ``follow_up_ratio``: time to first token of a follow-up in a conversation with a picture over
+  the same follow-up without it (target <= 1.5): the picture is not encoded again.
+
+Not measured yet: llama-cpp-python's ``MTMDChatHandler`` beside it (it encodes the picture
+again on every turn).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from app.bench.engine_drive import EngineThread
+from app.bench.plan import Setup
+from app.bench.stats import median_with_ci, summary
+from app.engine import ChatMessage, GenerationSettings
+from app.engine.llama import LlamaBackend
+from app.engine.pictures import Picture, digest_of
+from app.engine.projector import MARKER, Projector
+from app.engine.threads import physical_cores
+from app.flow.metrics import Distribution
+from app.standins.projector import LARGE, write_projector
+
+GREEDY = GenerationSettings(temperature=0.0, max_tokens=8)
+
+
+def vision(setup: Setup, pairs: int = 5, stops: int = 8) -> dict[str, Any]:
+    """The section's figures."""
+    with tempfile.TemporaryDirectory(prefix="floodgate-vision-") as folder:
+        root = Path(folder)
+        projector = write_projector(root / "mmproj-bench.gguf", LARGE)
+        picture = _picture(root / "picture.png", 1024, 768)
+        options = replace(setup.options, projector=projector, cache_dir=None, cache_ram_mb=0)
+        with EngineThread() as engine:
+            backend = engine.open(setup.model, options)
+            try:
+                hooked = backend.projector
+                assert hooked is not None
+                bare = engine.call(
+                    lambda: Projector(
+                        projector, backend.native_model, _threads(setup), stop_hook=False
+                    )
+                )
+                try:
+                    setup.log("  vision: the encoder with and without the Stop hook…")
+                    with_hook: list[float] = []
+                    without: list[float] = []
+                    for projector_ in (hooked, bare):  # warm: the first encode pays for it
+                        engine.call(partial(_encode_seconds, projector_, picture))
+                    for i in range(pairs):
+                        order = ((hooked, with_hook), (bare, without))
+                        for p, into in order if i % 2 == 0 else order[::-1]:
+                            into.append(engine.call(partial(_encode_seconds, p, picture)))
+                finally:
+                    engine.call(bare.close)
+                setup.log("  vision: Stop in the encoder…")
+                stop_ms = _stops(engine, backend, picture, hooked, stops, setup.rng)
+                setup.log("  vision: a follow-up with a picture and without…")
+                follow = _follow_ups(engine, backend, picture, pairs)
+            finally:
+                engine.close(backend)
+    encode_ms, encode_ci = median_with_ci([s * 1000 for s in with_hook])
+    ratios = [b / h for h, b in zip(with_hook, without, strict=True)]
+    hook_ratio, hook_ci = median_with_ci(ratios)
+    return {
+        "projector": {
+            "image_size": LARGE.image_size,
+            "tokens_per_image": LARGE.tokens_per_image,
+            "blocks": LARGE.blocks,
+            "width": LARGE.width,
+        },
+        "encode_ms": round(encode_ms, 2),
+        "encode_ms_ci": [round(v, 2) for v in encode_ci],
+        "encode_without_hook_ms": round(statistics.median(without) * 1000, 2),
+        "encode_hook_ratio": round(hook_ratio, 4),
+        "encode_hook_ratio_ci": [round(v, 4) for v in hook_ci],
+        "stop_encode_ms": summary(stop_ms),
+        **follow,
+    }
+
+
+def _threads(setup: Setup) -> int:
+    return setup.options.n_threads_batch or physical_cores()
+
+
+def _picture(path: Path, width: int, height: int) -> Picture:
+    pixels = np.random.default_rng(7).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return Picture(digest_of(path.read_bytes()), path)
+
+
+def _encode_seconds(projector: Projector, picture: Picture) -> float:
+    """One encode of ``picture`` (nothing kept from before), in seconds."""
+    media = projector.prompt(MARKER, [picture], add_special=False)
+    try:
+        projector.forget_kept()
+        started = time.perf_counter()
+        projector.embeddings(media, media.runs[0])
+        return time.perf_counter() - started
+    finally:
+        media.close()
+
+
+def _ask(picture: Picture | None, text: str) -> ChatMessage:
+    message: ChatMessage = {"role": "user", "content": text}
+    if picture is not None:
+        message["pictures"] = (picture,)
+    return message
+
+
+def _stops(
+    engine: EngineThread,
+    backend: LlamaBackend,
+    picture: Picture,
+    projector: Projector,
+    trials: int,
+    rng: random.Random,
+) -> Distribution:
+    """Stop at a random moment of an encode: from Stop to the reply's end, in ms."""
+    seconds = projector.last_encode_seconds or 0.2
+    latencies = Distribution()
+    for trial in range(trials):
+        engine.call(projector.forget_kept)
+        engine.call(backend.sequence.clear)
+        delay = rng.uniform(0.1, 0.8) * seconds
+        waited: list[float] = []
+
+        def when(
+            report: Any, _elapsed: float, delay: float = delay, waited: list[float] = waited
+        ) -> bool:
+            if not report.looking:
+                return False
+            if not waited:
+                waited.append(time.perf_counter())
+            return time.perf_counter() - waited[0] >= delay
+
+        reply = engine.reply(
+            backend, [_ask(picture, "Describe it.")], GREEDY, f"stop-{trial}", stop_when=when
+        )
+        ended = reply.report.compute_ended_at
+        # Only a Stop that fell inside the encode (none encoded) says what the hook does.
+        if (
+            reply.stop_set_at is not None
+            and ended is not None
+            and not reply.report.pictures_encoded
+        ):
+            latencies.add((ended - reply.stop_set_at) * 1000)
+    return latencies
+
+
+def _follow_ups(
+    engine: EngineThread, backend: LlamaBackend, picture: Picture, rounds: int
+) -> dict[str, Any]:
+    """Time to first token of a follow-up, with a picture in the conversation and without."""
+    with_picture: list[float] = []
+    without: list[float] = []
+    for i in range(rounds):
+        for shown, into in ((picture, with_picture), (None, without)):
+            name = f"follow-{i}-{'picture' if shown else 'text'}"
+            first = [_ask(shown, "What is in this picture?")]
+            answer = engine.reply(backend, first, GREEDY, name).text
+            follow_up: list[ChatMessage] = [
+                *first,
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "Say it in one word."},
+            ]
+            # To the first token's logits (the random projector's model may say nothing).
+            asked = time.perf_counter()
+            ended = engine.reply(backend, follow_up, GREEDY, name).report.prefill_ended_at
+            into.append((ended - asked) * 1000 if ended is not None else math.nan)
+    ratios = [a / b for a, b in zip(with_picture, without, strict=True) if b > 0]
+    ratio, interval = median_with_ci(ratios)
+    return {
+        "follow_up_ms": round(statistics.median(with_picture), 2),
+        "follow_up_text_only_ms": round(statistics.median(without), 2),
+        "follow_up_ratio": round(ratio, 4),
+        "follow_up_ratio_ci": [round(v, 4) for v in interval],
+    }
