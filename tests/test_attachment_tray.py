@@ -425,8 +425,9 @@ def test_files_are_read_and_counted_off_the_ui_thread(
     assert seconds == pytest.approx(7 / 50.0)
     assert notes.text == "one two three\n"
     assert by_name["r.pdf"][0].pages == 2
-    image = "is an image. Floodgate reads the text of files: documents, source code and PDFs."
-    assert signals.failed == [("photo.png", f"photo.png {image}")]
+    # A picture now (its first bytes say so), but only a header: damaged, said when attached.
+    damaged = "is not a picture Floodgate can read (PNG, JPEG, WebP, GIF or BMP), or it is damaged."
+    assert signals.failed == [("photo.png", f"photo.png {damaged}")]
     assert ("r.pdf", 2, 2) in signals.progress
     assert calls
     assert main_thread.name not in calls

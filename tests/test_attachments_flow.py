@@ -327,7 +327,8 @@ def test_a_bad_file_gets_its_sentence_and_the_prompt_is_untouched(
     (tmp_path / "folder").mkdir()
     (tmp_path / "empty.md").write_text("")
     window.composer.setPlainText("my question")
-    bad = {"photo.txt": "is an image", "folder": "is a folder", "empty.md": "is empty"}
+    # A PNG's first bytes and nothing else: a damaged picture, whatever its name says.
+    bad = {"photo.txt": "is damaged", "folder": "is a folder", "empty.md": "is empty"}
     window.attach([*(tmp_path / name for name in bad), tmp_path / "facts.txt"])
     run_until(loop, lambda: len(window.tray.names()) == 4 and not window.tray.busy)
     for name, sentence in bad.items():

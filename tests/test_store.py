@@ -116,7 +116,7 @@ def test_migrating_a_database_made_with_the_first_schema(tmp_path: Path) -> None
     raw.close()
     db, problem = open_database(path)
     assert problem is None
-    assert db.version == len(MIGRATIONS) == 4
+    assert db.version == len(MIGRATIONS) == 5
     assert db.load("c1").settings == {}  # type: ignore[union-attr]
     loaded = db.load("c1")
     assert loaded is not None
@@ -408,7 +408,7 @@ def test_migrating_a_real_file_of_the_previous_schema_keeps_everything(tmp_path:
     raw_db.close()
     db, problem = open_database(path, backups=False)
     assert problem is None
-    assert db.version == 4
+    assert db.version == len(MIGRATIONS)
     loaded = db.load("c1")
     assert loaded is not None
     assert [(m.content, m.attachments) for m in loaded.messages] == [("hi", []), ("hello", [])]

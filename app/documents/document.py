@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -9,8 +10,19 @@ from typing import Final, Literal
 
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
-Kind = Literal["text", "code", "markdown", "csv", "json", "html", "pdf"]
-KINDS: Final[tuple[Kind, ...]] = ("text", "code", "markdown", "csv", "json", "html", "pdf")
+Kind = Literal["text", "code", "markdown", "csv", "json", "html", "pdf", "picture"]
+KINDS: Final[tuple[Kind, ...]] = (
+    "text",
+    "code",
+    "markdown",
+    "csv",
+    "json",
+    "html",
+    "pdf",
+    "picture",
+)
+"""What an attachment is. A ``picture`` has no text: its file is kept by its ``digest``
+(the data folder's ``pictures/``) and goes to a model that sees through its projector."""
 
 
 NOT_FOUND: Final = QT_TRANSLATE_NOOP(
@@ -86,6 +98,8 @@ class Document:
         cut: only the start of the text is kept (:func:`~app.documents.prompt.cut_to_tokens`).
         kept_tokens: when cut, how many tokens of the text were kept.
         full_tokens: when cut, how many tokens the whole text was.
+        digest: a picture's SHA-256 (hex), the name its file is kept under (None: not a
+            picture).
     """
 
     name: str
@@ -97,6 +111,7 @@ class Document:
     cut: bool = False
     kept_tokens: int | None = None
     full_tokens: int | None = None
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,12 @@ class Attachment:
     pages: int | None = None
     kept_tokens: int | None = None
     full_tokens: int | None = None
+    digest: str | None = None
+
+    @property
+    def is_picture(self) -> bool:
+        """A picture (its file kept by digest), not a text."""
+        return self.kind == "picture"
 
     @classmethod
     def from_document(cls, document: Document, tokens: int | None) -> Attachment:
@@ -135,8 +156,14 @@ class Attachment:
         return Document(**fields)
 
     def to_dict(self) -> dict[str, object]:
-        """The attachment as JSON-ready data (keys are the attribute names)."""
-        return asdict(self)
+        """The attachment as JSON-ready data (keys are the attribute names).
+
+        ``digest`` only for a picture: a text's data is what it was before pictures existed.
+        """
+        data = asdict(self)
+        if data["digest"] is None:
+            del data["digest"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Attachment:
@@ -158,6 +185,11 @@ class Attachment:
             encoding = data.get("encoding")
             if encoding is not None and not isinstance(encoding, str):
                 raise ValueError("an attachment's encoding is a string")
+            digest = data.get("digest")
+            if digest is not None and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+                raise ValueError("an attachment's digest is 64 hexadecimal digits")
+            if kind == "picture" and digest is None:
+                raise ValueError("a picture has a digest")
             return cls(
                 name=name,
                 kind=kind,
@@ -169,9 +201,13 @@ class Attachment:
                 pages=_count_or_none(data.get("pages")),
                 kept_tokens=_count_or_none(data.get("kept_tokens")),
                 full_tokens=_count_or_none(data.get("full_tokens")),
+                digest=digest,
             )
         except KeyError as missing:
             raise ValueError(f"an attachment has no {missing}") from None
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _count_or_none(value: object) -> int | None:

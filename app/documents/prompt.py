@@ -51,7 +51,8 @@ def fenced_for_prompt(document: Document | Attachment) -> str:
 
 def content_with_attachments(attachments: Iterable[Document | Attachment], question: str) -> str:
     """A user turn's content: each attachment fenced, in order, then the question."""
-    parts = [fenced_for_prompt(attachment) for attachment in attachments]
+    # A picture is not text: it reaches a model that sees through its projector.
+    parts = [fenced_for_prompt(a) for a in attachments if a.kind != "picture"]
     parts.append(question)
     return "\n\n".join(parts)
 

@@ -64,6 +64,8 @@ def check(path: Path) -> tuple[str, int, int]:
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise PictureError(_unreadable(path)) from None
     except OSError as exc:
+        if exc.errno is None:  # Pillow's own errors (a file cut short): a damaged picture
+            raise PictureError(_unreadable(path)) from None
         raise PictureError(
             Sentence(
                 QT_TRANSLATE_NOOP("Floodgate", "{name} could not be read: {reason}"),
@@ -89,6 +91,25 @@ def check(path: Path) -> tuple[str, int, int]:
             )
         )
     return kind, width, height
+
+
+def verify(path: Path) -> tuple[str, int, int]:
+    """Check a picture whole: its header (:func:`check`), then every pixel decoded once.
+
+    What attaching a picture runs (off the UI thread), so a picture cut short or damaged is
+    said when it is attached, not when the model is asked about it.
+
+    Raises:
+        PictureError: not a readable picture, damaged, or too large.
+    """
+    found = check(path)
+    try:
+        with Image.open(path) as image:
+            image.seek(0)
+            image.load()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        raise PictureError(_unreadable(path)) from None
+    return found
 
 
 def read_rgb(path: Path) -> tuple[int, int, bytes]:

@@ -31,8 +31,11 @@ from app.documents import (
     read_document,
     seconds_to_read,
 )
+from app.engine.pictures import PictureError
+from app.engine.pictures import verify as check_picture
 from app.flow.words import say, say_sentence
-from app.sentence import QT_TRANSLATE_NOOP, Sentence
+from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
+from app.store.pictures import keep_picture, keep_picture_bytes
 
 TokenCounter = Callable[[str], int | None]
 """The open model's token count of a text; None when no model is open. Called off the UI
@@ -97,9 +100,12 @@ class AttachmentReader(QObject):
         prefill_rate: Callable[[], float | None] = lambda: None,
         max_bytes: int = MAX_ATTACHMENT_BYTES,
         threads: int = 2,
+        pictures: Path | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
+        self.pictures = pictures
+        """Where attached pictures are kept (None: the data folder's ``pictures/``)."""
         self.count_tokens = count_tokens
         self.prefill_rate = prefill_rate
         self.max_bytes = max_bytes
@@ -131,6 +137,13 @@ class AttachmentReader(QObject):
             self._start(name, functools.partial(self._read_one, path, name))
             self.started.emit(name, str(path))
         return names
+
+    def read_picture_bytes(self, data: bytes, name: str, taken: Collection[str] = ()) -> str:
+        """Keep a pasted picture's bytes (checked off the UI thread); returns its chip's name."""
+        name = self._free_name(name, {*taken, *self._readings})
+        self._start(name, functools.partial(self._keep_pasted, data, name))
+        self.started.emit(name, "")
+        return name
 
     def cut(self, attachment: Attachment, tokens: int) -> None:
         """Keep only the start of ``attachment`` that fits in ``tokens``; emits ready or failed.
@@ -196,6 +209,9 @@ class AttachmentReader(QObject):
 
     async def _read_one(self, path: Path, name: str, reading: _Reading) -> None:
         loop = asyncio.get_running_loop()
+        if await loop.run_in_executor(self._pool, is_picture_file, path):
+            await self._keep_picture(path, name, reading)
+            return
 
         def report(done: int, total: int) -> None:  # on the reader's thread
             if not reading.cancelled.is_set():
@@ -234,6 +250,35 @@ class AttachmentReader(QObject):
             self._emit_failed(reading, name, say(COUNT_FAILED, name=name, reason=error))
         else:
             self._emit_ready(reading, Attachment.from_document(document, tokens))
+
+    async def _keep_picture(self, path: Path, name: str, reading: _Reading) -> None:
+        """A picture: checked from its header, then kept in the data folder by its digest."""
+        loop = asyncio.get_running_loop()
+        try:
+            attachment = await loop.run_in_executor(
+                self._pool, functools.partial(read_picture, path, name, self.pictures)
+            )
+        except PictureError as error:
+            self._emit_failed(reading, name, say_sentence(_named(error.sentence, name)))
+        except OSError as error:  # a full disk: said, nothing half-kept
+            self._emit_failed(reading, name, say(PICTURE_NOT_KEPT, name=name, reason=error))
+        except Exception as error:
+            self._emit_failed(reading, name, say(READ_FAILED, name=name, reason=error))
+        else:
+            self._emit_ready(reading, attachment)
+
+    async def _keep_pasted(self, data: bytes, name: str, reading: _Reading) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            attachment = await loop.run_in_executor(
+                self._pool, functools.partial(picture_from_bytes, data, name, self.pictures)
+            )
+        except PictureError as error:
+            self._emit_failed(reading, name, say_sentence(_named(error.sentence, name)))
+        except OSError as error:
+            self._emit_failed(reading, name, say(PICTURE_NOT_KEPT, name=name, reason=error))
+        else:
+            self._emit_ready(reading, attachment)
 
     async def _cut_one(self, attachment: Attachment, tokens: int, reading: _Reading) -> None:
         loop = asyncio.get_running_loop()
@@ -298,6 +343,86 @@ class AttachmentReader(QObject):
         # A newer reading under the same name has its own signals coming.
         if not self._closed and self._readings.get(name) is reading:
             self.cancelled.emit(name)
+
+
+_PICTURE_MAGIC: Final = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+
+
+def is_picture_file(path: Path) -> bool:
+    """Whether ``path`` holds a PNG, JPEG, GIF, BMP or WebP picture, by its first bytes.
+
+    By content, not by name (as documents are told apart): a ``notes.png`` that is text is
+    read as text. Anything that cannot be opened is not a picture: the document reader then
+    says what it is (a folder, a missing file).
+    """
+    try:
+        if not path.is_file():
+            return False
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(12)
+    except OSError:
+        return False
+    if head.startswith(_PICTURE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return True
+    # A BMP starts with "BM" and its own size: text that happens to start with "BM" does not.
+    return head[:2] == b"BM" and len(head) >= 6 and int.from_bytes(head[2:6], "little") == size
+
+
+PICTURE_NOT_KEPT: Final = QT_TRANSLATE_NOOP(
+    "Floodgate", "{name} could not be kept with the conversation: {reason}"
+)
+
+MAX_PICTURE_BYTES: Final = 64 * 1024 * 1024
+"""The largest picture file attached (its pixels are capped too, from its header)."""
+
+
+def read_picture(path: Path, name: str, folder: Path | None = None) -> Attachment:
+    """Check a picture from its header and keep a copy by its digest (a reader's thread).
+
+    Raises:
+        PictureError: not a picture Floodgate reads, too large, or unreadable.
+        OSError: the copy could not be written.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise PictureError(
+            Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "{name} could not be read: {reason}"),
+                {"name": name, "reason": exc.strerror or exc},
+            )
+        ) from None
+    if size > MAX_PICTURE_BYTES:
+        raise PictureError(
+            Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate", "{name} is {size}, more than the {limit} a picture may be."
+                ),
+                {"name": name, "size": size_text(size), "limit": size_text(MAX_PICTURE_BYTES)},
+            )
+        )
+    check_picture(path)
+    digest, _kept = keep_picture(path, folder)
+    return Attachment(name=name, kind="picture", size=size, text="", tokens=None, digest=digest)
+
+
+def picture_from_bytes(data: bytes, name: str, folder: Path | None = None) -> Attachment:
+    """Keep a pasted picture's bytes by their digest, once checked (a reader's thread).
+
+    Raises:
+        PictureError: not a picture Floodgate reads, or too large (nothing is kept).
+        OSError: it could not be written.
+    """
+    digest, kept = keep_picture_bytes(data, folder)
+    try:
+        check_picture(kept)
+    except PictureError:
+        kept.unlink(missing_ok=True)
+        raise
+    return Attachment(
+        name=name, kind="picture", size=len(data), text="", tokens=None, digest=digest
+    )
 
 
 def _named(sentence: Sentence, name: str) -> Sentence:

@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.documents import Attachment, content_with_attachments
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
+from app.engine.pictures import Picture
 from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
@@ -22,6 +23,7 @@ from app.flow.words import say, say_sentence
 from app.flow.worker import ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Message, Status
+from app.store.pictures import picture_path
 from app.store.text import storable_text
 
 SAVE_EVERY = 1.0
@@ -103,7 +105,8 @@ class ReplyRunner(QObject):
         """Answer ``prompt``, the conversation's newest turn, with the turns before it."""
         conversation = self._library.conversation
         messages = [
-            ChatMessage(role=r, content=c) for r, c in conversation.history(prompt_for_model)
+            with_pictures(ChatMessage(role=r, content=c), source)
+            for r, c, source in conversation.history_turns(prompt_for_model)
         ]
         message = conversation.add("assistant", "", "streaming")
         self._n_ctx = model.n_ctx if model is not None else 0
@@ -259,12 +262,28 @@ def prompt_for_model(message: Message) -> str:
     return content_with_attachments(attachments, message.content)
 
 
+def with_pictures(turn: ChatMessage, message: Message | None) -> ChatMessage:
+    """``turn`` with the pictures ``message`` has (kept in the data folder by digest)."""
+    if message is None:
+        return turn
+    digests = [
+        str(a["digest"])
+        for a in message.attachments
+        if a.get("kind") == "picture" and isinstance(a.get("digest"), str)
+    ]
+    if digests:
+        turn["pictures"] = tuple(Picture(d, picture_path(d)) for d in digests)
+    return turn
+
+
 def prompt_progress_text(report: GenerationReport, now: float) -> str:
     """Prompt progress for the user ("Reading the conversation… 640 / 1,215 tokens, …").
 
     Nothing is said before the engine knows the prompt's size, once the prompt is processed,
     or during the first moments (a prompt answered from the cache never shows progress).
     """
+    if report.looking:
+        return say(QT_TRANSLATE_NOOP("Floodgate", "Looking at the picture…"))
     began = report.prefill_started_at
     total = report.prompt_tokens
     if began is None or report.prefill_ended_at is not None or total <= 0:

@@ -63,6 +63,7 @@ ATTACHMENT_FIELDS = (
     "pages",
     "kept_tokens",
     "full_tokens",
+    "digest",
 )
 """The keys of an attachment's data, in the order the store keeps them."""
 
@@ -159,26 +160,35 @@ class Conversation:
     def history(
         self, with_attachments: Callable[[Message], str] | None = None
     ) -> list[tuple[Role, str]]:
-        """The turns to send to the model, oldest first.
+        """The turns to send to the model, oldest first (see :meth:`history_turns`)."""
+        return [(role, content) for role, content, _ in self.history_turns(with_attachments)]
+
+    def history_turns(
+        self, with_attachments: Callable[[Message], str] | None = None
+    ) -> list[tuple[Role, str, Message | None]]:
+        """The turns to send to the model, oldest first, each with its message.
 
         Partial replies kept after Stop are included: the user saw them, so the model should
-        too. Failed and empty replies are not, nor is a reply's thinking section.
+        too. Failed and empty replies are not, nor is a reply's thinking section. A prompt
+        that is pictures alone (no text) is a turn too. The system prompt's turn has no
+        message (None).
 
         Args:
             with_attachments: gives a prompt that has attachments as the model reads it (the
                 files, then the question); the store does not know that form, the flow does.
                 Without it, such a prompt is its question alone.
         """
-        turns: list[tuple[Role, str]] = []
+        turns: list[tuple[Role, str, Message | None]] = []
         if self.system_prompt:
-            turns.append(("system", self.system_prompt))
+            turns.append(("system", self.system_prompt, None))
         for message in self.messages:
             content = message.content
             if message.role == "assistant":
                 content = strip_thinking(content)
             elif message.attachments and with_attachments is not None:
                 content = with_attachments(message)
-            if message.status == "error" or not content:
+            pictures = any(a.get("kind") == "picture" for a in message.attachments)
+            if message.status == "error" or not (content or pictures):
                 continue
-            turns.append((message.role, content))
+            turns.append((message.role, content, message))
         return turns

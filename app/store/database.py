@@ -102,6 +102,10 @@ MIGRATIONS: Sequence[str] = (
         PRIMARY KEY (message_id, position)
     );
     """,
+    # 5: pictures: an attachment's digest names its file in the data folder's pictures/.
+    """
+    ALTER TABLE attachments ADD COLUMN digest TEXT;
+    """,
 )
 """Schema changes, in order; ``PRAGMA user_version`` records how many have been applied."""
 

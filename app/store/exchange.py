@@ -34,7 +34,10 @@ def to_markdown(conversation: Conversation, you: str = "You") -> str:
     return storable_text("\n".join(parts)).text
 
 
-_KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf"))
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A picture's digest: the name its file is kept under in the data folder's ``pictures/``."""
+
+_KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf", "picture"))
 """The kinds of attachment there are (:data:`app.documents.KINDS`; the store does not import
 the documents package: the two sit side by side)."""
 
@@ -311,15 +314,27 @@ def _attachments(item: dict[str, Any], n: int, reader: _Reader) -> list[dict[str
             attachment.get("text"), str
         ):
             raise _bad_attachment(n, k)
+        digest = attachment.get("digest")
+        if (digest is not None or kind == "picture") and not (
+            isinstance(digest, str) and _DIGEST.fullmatch(digest)
+        ):
+            raise _bad_attachment(n, k)
         data: dict[str, object] = {
             "name": reader.text(attachment, "name", n),
             "kind": kind,
             "text": reader.text(attachment, "text", n),
             "cut": cut,
             "encoding": reader.text(attachment, "encoding", n) if encoding is not None else None,
+            "digest": digest,
             **counts,
         }
-        kept.append({key: data[key] for key in ATTACHMENT_FIELDS})
+        kept.append(
+            {
+                key: data[key]
+                for key in ATTACHMENT_FIELDS
+                if data[key] is not None or key != "digest"
+            }
+        )
     return kept
 
 

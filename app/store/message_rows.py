@@ -43,6 +43,8 @@ def read_messages(connection: sqlite3.Connection, conversation: Conversation) ->
         if message is not None:
             attachment = dict(zip(ATTACHMENT_FIELDS, row[1:], strict=True))
             attachment["cut"] = bool(attachment["cut"])
+            if attachment["digest"] is None:  # a text: its data as before pictures existed
+                del attachment["digest"]
             message.attachments.append(attachment)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, Qt, Slot
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal, Slot
+from PySide6.QtGui import QFontDatabase, QImage, QImageReader, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -21,6 +24,7 @@ from app.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
+from app.store.pictures import picture_path
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.look.icons import icon
@@ -231,8 +235,66 @@ def _count(attachment: dict[str, object], key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def show_attachment(parent: QWidget, attachment: dict[str, object]) -> AttachmentDialog:
-    """Open the text of a sent attachment in a window of its own (not modal)."""
+class PictureDialog(QDialog):
+    """A picture sent with a prompt, fitted to the window; decoded on a thread of its own."""
+
+    loaded = Signal(QImage)
+
+    def __init__(self, attachment: dict[str, object], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("pictureDialog")
+        follow_theme(self)
+        name = str(attachment.get("name", ""))
+        self.setWindowTitle(name)
+        summary = QLabel(
+            " · ".join([name, self.tr("picture"), size_text(_count(attachment, "size"))])
+        )
+        summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.picture = QLabel(self.tr("Loading the picture…"))
+        self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.picture.setMinimumSize(320, 240)
+        self.picture.setAccessibleName(self.tr("Picture {name}").format(name=name))
+        layout = QVBoxLayout(self)
+        layout.addWidget(summary)
+        layout.addWidget(self.picture, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self.resize(860, 680)
+        self.loaded.connect(self._show)
+        digest = attachment.get("digest")
+        path = picture_path(digest) if isinstance(digest, str) else None
+        # The signal crosses to the UI thread queued; the dialog may close before it arrives.
+        threading.Thread(target=self._load, args=(path,), daemon=True).start()
+
+    def _load(self, path: Path | None) -> None:
+        image = QImage()
+        if path is not None and path.exists():
+            reader = QImageReader(str(path))
+            reader.setAutoTransform(True)
+            size = reader.size()
+            if size.isValid():
+                reader.setScaledSize(size.scaled(800, 600, Qt.AspectRatioMode.KeepAspectRatio))
+            image = reader.read()
+        with contextlib.suppress(RuntimeError):  # the dialog is gone
+            self.loaded.emit(image)
+
+    @Slot(QImage)
+    def _show(self, image: QImage) -> None:
+        if image.isNull():
+            self.picture.setText(self.tr("The picture could not be shown: its file is missing."))
+            return
+        self.picture.setPixmap(QPixmap.fromImage(image))
+
+
+def show_attachment(parent: QWidget, attachment: dict[str, object]) -> QDialog:
+    """Open a sent attachment in a window of its own (not modal): its text, or the picture."""
+    dialog: QDialog
+    if attachment.get("kind") == "picture":
+        dialog = PictureDialog(attachment, parent.window())
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
     dialog = AttachmentDialog(attachment, parent.window())
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()

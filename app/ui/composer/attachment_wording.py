@@ -23,6 +23,8 @@ def duration_text(seconds: float) -> str:
 def summary_text(name: str, attachment: Attachment, seconds: float | None) -> str:
     """A ready chip's line: name, size, pages, tokens and how long reading them takes."""
     parts = [name, size_text(attachment.size)]
+    if attachment.is_picture:
+        parts.append(QCoreApplication.translate("AttachmentTray", "picture"))
     if attachment.pages == 1:
         parts.append(QCoreApplication.translate("AttachmentTray", "1 page"))
     elif attachment.pages is not None:

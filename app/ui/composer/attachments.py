@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QMimeData, QObject, Qt, Slot
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QCoreApplication,
+    QIODevice,
+    QMimeData,
+    QObject,
+    Qt,
+    Slot,
+)
+from PySide6.QtGui import QImage, QImageWriter, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 from shiboken6 import isValid
 
@@ -84,6 +94,17 @@ class ComposerAttachments(QObject):
             return QCoreApplication.translate(
                 "MainWindow", "Some files are still being read: wait for them, or remove them."
             ), 5000
+        model = self._session.model
+        pictures = any(a.is_picture for a in self.tray.attachments())
+        if pictures and (model is None or not model.sees):
+            return (
+                QCoreApplication.translate(
+                    "MainWindow",
+                    "The open model cannot see pictures. Open a model that can (one with a "
+                    "projector, an mmproj file beside it), or remove the pictures.",
+                ),
+                8000,
+            )
         if self.tray.over:
             return (
                 QCoreApplication.translate(
@@ -156,6 +177,18 @@ class ComposerAttachments(QObject):
             return
         self.reader.cut(attachment, room)
 
+    @Slot(QImage)
+    def paste_picture(self, image: QImage) -> None:
+        """A pasted picture (a screenshot): made a PNG and kept off the UI thread, then a chip."""
+        name = QCoreApplication.translate("MainWindow", "Pasted picture.png")
+
+        async def keep() -> None:
+            data = await asyncio.to_thread(png_bytes, image.copy())
+            if isValid(self.tray):
+                self.reader.read_picture_bytes(data, name, taken=self.tray.names())
+
+        self._spawn(keep())
+
     @staticmethod
     def carries_files(mime: QMimeData) -> bool:
         """Whether a drag carries files that can be attached."""
@@ -176,3 +209,12 @@ class ComposerAttachments(QObject):
         for attachment in attachments:
             self.tray.add_reading(attachment.name)
             self.tray.show_ready(attachment, self.reader.seconds_to_read(attachment.tokens))
+
+
+def png_bytes(image: QImage) -> bytes:
+    """``image`` as PNG bytes (on any thread: QImage is not a widget)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not QImageWriter(buffer, QByteArray(b"png")).write(image):
+        raise OSError("the pasted picture could not be made a PNG")
+    return bytes(buffer.data().data())

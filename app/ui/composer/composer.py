@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 from typing_extensions import override
 
@@ -21,6 +21,7 @@ class Composer(QPlainTextEdit):
     Signals:
         submitted(): Enter (or keypad Enter) was pressed without Shift.
         stop_requested(): Esc was pressed (the window's Esc shortcut covers other widgets).
+        picture_pasted(QImage): a picture itself (a screenshot) was pasted here.
         files_pasted(list[Path]): files copied in a file manager were pasted (or dropped) here;
             they are for attaching, so their addresses are not inserted as text.
     """
@@ -28,6 +29,7 @@ class Composer(QPlainTextEdit):
     submitted = Signal()
     stop_requested = Signal()
     files_pasted = Signal(list)
+    picture_pasted = Signal(QImage)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -92,7 +94,7 @@ class Composer(QPlainTextEdit):
 
     @override
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
-        return has_files(source) or super().canInsertFromMimeData(source)
+        return has_files(source) or source.hasImage() or super().canInsertFromMimeData(source)
 
     @override
     def insertFromMimeData(self, source: QMimeData) -> None:
@@ -101,4 +103,9 @@ class Composer(QPlainTextEdit):
         if paths:
             self.files_pasted.emit(paths)
             return
+        if source.hasImage():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                self.picture_pasted.emit(image)
+                return
         super().insertFromMimeData(source)

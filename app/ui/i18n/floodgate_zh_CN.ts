@@ -121,6 +121,10 @@
         <translation>读取约需 {minutes} 分钟</translation>
     </message>
     <message>
+        <source>picture</source>
+        <translation>图片</translation>
+    </message>
+    <message>
         <source>1 page</source>
         <translation>1 页</translation>
     </message>
@@ -395,6 +399,14 @@
         <translation>无法使用该语法：{reason}</translation>
     </message>
     <message>
+        <source>The open model cannot see pictures. Open a model that can (one with a projector, an mmproj file beside it, such as SmolVLM or Gemma 3), or send the message without them.</source>
+        <translation>当前打开的模型看不懂图片。请打开一个能看图的模型（旁边带有投影器，即 mmproj 文件，例如 SmolVLM 或 Gemma 3），或者不带图片发送消息。</translation>
+    </message>
+    <message>
+        <source>Pictures are read one reply at a time, and this model is open for several replies side by side. Open it for one reply at a time to send pictures.</source>
+        <translation>图片需要一次只生成一个回复时才能读取，而这个模型当前同时生成多个回复。请以一次一个回复的方式打开它再发送图片。</translation>
+    </message>
+    <message>
         <source>{name} could not be loaded: the file may be truncated, damaged, or made for a newer llama.cpp. ({reason})</source>
         <translation>无法加载 {name}：文件可能不完整、已损坏，或需要更新版本的 llama.cpp。（{reason}）</translation>
     </message>
@@ -457,6 +469,10 @@
     <message>
         <source>The reply reached the limit of {n} tokens.</source>
         <translation>回复已达到 {n} 个词元的上限。</translation>
+    </message>
+    <message>
+        <source>Looking at the picture…</source>
+        <translation>正在看图片…</translation>
     </message>
     <message>
         <source>Reading the conversation… {done} / {total} tokens</source>
@@ -849,6 +865,14 @@
     <message>
         <source>Open a model first: the part of {name} that fits is measured in its tokens.</source>
         <translation>请先打开模型：{name} 放得下的部分要按该模型的词元计算。</translation>
+    </message>
+    <message>
+        <source>{name} could not be kept with the conversation: {reason}</source>
+        <translation>{name} 无法随对话保存：{reason}</translation>
+    </message>
+    <message>
+        <source>{name} is {size}, more than the {limit} a picture may be.</source>
+        <translation>{name} 大小为 {size}，超过了图片允许的 {limit}。</translation>
     </message>
     <message>
         <source>reply start</source>
@@ -1318,6 +1342,30 @@
         <source>Batch: {used} of {places} places in use · {decoding} decoding side by side</source>
         <translation>批处理：已用 {used} / {places} 个位置 · {decoding} 个正在并行解码</translation>
     </message>
+    <message>
+        <source>{name} is {width} by {height} pixels, larger than the {limit} megapixels Floodgate reads. Attach a smaller copy.</source>
+        <translation>{name} 为 {width} × {height} 像素，超过了 Floodgate 能读取的 {limit} 百万像素。请附加一个更小的副本。</translation>
+    </message>
+    <message>
+        <source>{name} is not a picture Floodgate can read (PNG, JPEG, WebP, GIF or BMP), or it is damaged.</source>
+        <translation>{name} 不是 Floodgate 能读取的图片（PNG、JPEG、WebP、GIF 或 BMP），或者文件已损坏。</translation>
+    </message>
+    <message>
+        <source>This projector places pictures in two dimensions (M-RoPE, as Qwen-VL models do), which Floodgate does not support yet.</source>
+        <translation>这个投影器以二维方式放置图片（M-RoPE，如 Qwen-VL 模型），Floodgate 暂不支持。</translation>
+    </message>
+    <message>
+        <source>The pictures could not be placed in the prompt (code {code}).</source>
+        <translation>无法将图片放入提示中（代码 {code}）。</translation>
+    </message>
+    <message>
+        <source>The picture could not be encoded (code {code}).</source>
+        <translation>无法编码这张图片（代码 {code}）。</translation>
+    </message>
+    <message>
+        <source>{name} could not be opened as this model&apos;s projector: it was made for another model, or the file is damaged, or it is not a projector this version of llama.cpp reads. Choose the projector that came with the model.</source>
+        <translation>无法将 {name} 作为此模型的投影器打开：它可能是为其他模型制作的，或者文件已损坏，或者不是此版本 llama.cpp 能读取的投影器。请选择随模型提供的投影器。</translation>
+    </message>
 </context>
 <context>
     <name>HubPanel</name>
@@ -1489,6 +1537,10 @@
         <translation>为下一条消息附加文件（{shortcut}）</translation>
     </message>
     <message>
+        <source>Pasted picture.png</source>
+        <translation>粘贴的图片.png</translation>
+    </message>
+    <message>
         <source>Send</source>
         <translation>发送</translation>
     </message>
@@ -1511,6 +1563,10 @@
     <message>
         <source>Some files are still being read: wait for them, or remove them.</source>
         <translation>有些文件仍在读取：请等待，或移除它们。</translation>
+    </message>
+    <message>
+        <source>The open model cannot see pictures. Open a model that can (one with a projector, an mmproj file beside it), or remove the pictures.</source>
+        <translation>当前打开的模型看不懂图片。请打开一个能看图的模型（旁边带有投影器，即 mmproj 文件），或者移除这些图片。</translation>
     </message>
     <message>
         <source>The attached files do not fit in the context: remove one, or include the part that fits.</source>
@@ -1594,6 +1650,18 @@
     <message>
         <source>on a server</source>
         <translation>在服务器上</translation>
+    </message>
+    <message>
+        <source>sees and hears</source>
+        <translation>能看也能听</translation>
+    </message>
+    <message>
+        <source>sees pictures</source>
+        <translation>能看图片</translation>
+    </message>
+    <message>
+        <source>hears sound</source>
+        <translation>能听声音</translation>
     </message>
     <message>
         <source>Choose the model that answers</source>
@@ -1687,12 +1755,39 @@
         <translation>使用中</translation>
     </message>
     <message>
+        <source>sees pictures</source>
+        <translation>能看图片</translation>
+    </message>
+    <message>
         <source>yes</source>
         <translation>有</translation>
     </message>
     <message>
         <source>no (generic format)</source>
         <translation>无（使用通用格式）</translation>
+    </message>
+    <message>
+        <source>Projector: {path}</source>
+        <translation>投影器：{path}</translation>
+    </message>
+</context>
+<context>
+    <name>PictureDialog</name>
+    <message>
+        <source>picture</source>
+        <translation>图片</translation>
+    </message>
+    <message>
+        <source>Loading the picture…</source>
+        <translation>正在载入图片…</translation>
+    </message>
+    <message>
+        <source>Picture {name}</source>
+        <translation>图片 {name}</translation>
+    </message>
+    <message>
+        <source>The picture could not be shown: its file is missing.</source>
+        <translation>无法显示图片：文件不见了。</translation>
     </message>
 </context>
 <context>

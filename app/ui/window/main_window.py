@@ -145,6 +145,7 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(self.stop)
         self.send_button.clicked.connect(self._on_send_button)
         self.composer.files_pasted.connect(self.attach)
+        self.composer.picture_pasted.connect(self.attachments.paste_picture)
         self.attachments.wire()
         session.state_changed.connect(self._on_state_changed)
         session.model_changed.connect(self._on_model_changed)

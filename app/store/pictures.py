@@ -1,0 +1,64 @@
+"""Pictures kept with conversations: content-addressed files in the data folder.
+
+A picture attached to a prompt is copied into ``<data>/pictures/<2 hex>/<SHA-256>`` before
+the prompt is saved, written to a temporary name, synced, then renamed: after a kill -9 the
+file is there whole or not at all, and a conversation refers to it by its digest alone (the
+same picture attached twice is one file). Nothing here decodes pictures: the flow checks them
+(:mod:`app.engine.pictures`) before they are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from app.store.paths import data_dir
+
+
+def pictures_dir() -> Path:
+    """Where pictures are kept (``<data dir>/pictures``)."""
+    return data_dir() / "pictures"
+
+
+def picture_path(digest: str, folder: Path | None = None) -> Path:
+    """The file a picture of ``digest`` is kept in (it may not exist)."""
+    return (folder or pictures_dir()) / digest[:2] / digest
+
+
+def keep_picture(source: Path, folder: Path | None = None) -> tuple[str, Path]:
+    """Copy ``source`` into the pictures folder under its digest; returns (digest, path).
+
+    Raises:
+        OSError: it could not be read or written (a full disk): nothing half-written stays.
+    """
+    return keep_picture_bytes(source.read_bytes(), folder)
+
+
+def keep_picture_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Path]:
+    """Keep a picture's bytes (a pasted screenshot) under their digest; returns (digest, path).
+
+    Raises:
+        OSError: the file could not be written: nothing half-written stays.
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    path = picture_path(digest, folder)
+    if path.exists() and path.stat().st_size == len(data):
+        return digest, path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part: Path | None = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as out:
+            part = Path(out.name)
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(part, path)
+    except BaseException:
+        if part is not None:
+            with contextlib.suppress(OSError):
+                part.unlink()
+        raise
+    return digest, path
