@@ -19,7 +19,7 @@ from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader, is_picture_file, read_picture
 from app.flow.session import ChatSession, ModelState
-from app.standins.projector import ProjectorShape, write_projector
+from app.standins.projector import LARGE, ProjectorShape, write_projector
 from app.store.conversation import Conversation
 from app.store.database import open_database
 from app.store.exchange import NotAConversationError, from_json, to_json
@@ -173,21 +173,32 @@ def test_a_sent_picture_is_kept_with_the_conversation_and_opens_in_a_window(
     loop.run_until_complete(archive.close())
 
 
-@pytest.mark.model
-def test_a_picture_reaches_a_model_that_sees_and_a_follow_up_reads_it_from_the_cache(
-    loop: Loop, tmp_path: Path, model_path: Path
-) -> None:
+def seeing_session(
+    loop: Loop, tmp_path: Path, model_path: Path, shape: ProjectorShape, parallel: int
+) -> ChatSession:
+    """The app's session on the bundled model with a test projector beside it."""
     folder = tmp_path / "models"
     folder.mkdir()
     model = folder / "SmolVLM-test-Q4_1.gguf"
     model.symlink_to(model_path)
-    write_projector(folder / "mmproj-SmolVLM-test-f16.gguf", ProjectorShape())
-    session = ChatSession(open_llama, options=EngineOptions(n_threads=2))
-    session.settings = dataclasses.replace(session.settings, temperature=0.0, max_tokens=12)
+    write_projector(folder / "mmproj-SmolVLM-test-f16.gguf", shape)
+    session = ChatSession(open_llama, options=EngineOptions(n_threads=2, parallel=parallel))
     session.open_model(model)
     run_until(loop, lambda: session.state is ModelState.READY, timeout=60)
     assert session.model is not None
     assert session.model.sees
+    assert session.model.parallel == parallel
+    return session
+
+
+# One reply at a time, and side by side (the batch the app and the API server share).
+@pytest.mark.model
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_picture_reaches_a_model_that_sees_and_a_follow_up_reads_it_from_the_cache(
+    loop: Loop, tmp_path: Path, model_path: Path, parallel: int
+) -> None:
+    session = seeing_session(loop, tmp_path, model_path, ProjectorShape(), parallel)
+    session.settings = dataclasses.replace(session.settings, temperature=0.0, max_tokens=12)
     picture = read_picture(png(tmp_path), "photo.png")
     assert session.send("What is in this picture?", [picture])
     run_until(loop, lambda: not session.generating, timeout=120)
@@ -223,3 +234,27 @@ def test_a_picture_survives_the_sqlite_file_and_a_json_export_by_its_digest(
     broken = to_json(conversation).replace(str(picture["digest"]), "not-a-digest")
     with pytest.raises(NotAConversationError):
         from_json(broken)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_stop_while_the_model_looks_at_a_picture_lands_and_a_retry_completes(
+    loop: Loop, tmp_path: Path, model_path: Path, parallel: int
+) -> None:
+    session = seeing_session(loop, tmp_path, model_path, LARGE, parallel)
+    session.settings = dataclasses.replace(session.settings, temperature=0.0, max_tokens=4)
+    big = tmp_path / "big.png"
+    pixels = np.random.default_rng(3).integers(0, 255, (768, 1024, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(big, format="PNG")
+    picture = read_picture(big, "big.png")
+    assert session.send("Describe it.", [picture])
+    run_until(loop, lambda: session.runner.report is not None and session.runner.report.looking)
+    assert session.stop()
+    run_until(loop, lambda: not session.generating, timeout=5)
+    stopped = session.conversation.messages[-1]
+    assert stopped.status == "stopped"
+    assert stopped.content == ""
+    assert session.send("Describe it again.", [picture])
+    run_until(loop, lambda: not session.generating, timeout=120)
+    assert session.conversation.messages[-1].status in ("complete", "length")
+    loop.run_until_complete(session.close())

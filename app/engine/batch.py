@@ -42,7 +42,14 @@ from app.engine.generation import (
     new_text_decoder,
     put_token,
 )
-from app.engine.sequence import ChunkSizer, KvSequence, common_prefix
+from app.engine.projector import MediaPrompt
+from app.engine.sequence import (
+    ChunkSizer,
+    KvSequence,
+    common_prefix,
+    next_picture,
+    whole_pictures,
+)
 from app.engine.stop import StopSignal
 from app.trace import TRACE
 
@@ -82,6 +89,23 @@ class SequenceHost(Protocol):
         plain: str | None,
     ) -> tuple[list[int], tuple[str, ...]]:
         """The prompt's token ids and the strings that end its reply (raises on failure)."""
+        ...
+
+    def render_pictures(
+        self, messages: Sequence[ChatMessage], stop: StopSignal
+    ) -> tuple[MediaPrompt, tuple[str, ...]]:
+        """A prompt with pictures: tokens with placeholders, and its stop strings (raises)."""
+        ...
+
+    def feed_picture(
+        self,
+        media: MediaPrompt,
+        sequence: KvSequence,
+        report: GenerationReport,
+        position: int,
+        stop: StopSignal,
+    ) -> tuple[int, int]:
+        """Put the picture at ``position`` into ``sequence``: llama_decode's code, positions."""
         ...
 
     def prepare(
@@ -136,6 +160,8 @@ class BatchedReply:
         self.plain = plain
         self.sequence: KvSequence | None = None
         self.prompt: list[int] = []
+        self.media: MediaPrompt | None = None
+        """Its prompt's pictures (None: text only), freed when it ends."""
         self.sampler: Any = None
         self.stops = StopStrings(())
         self.decoder = new_text_decoder()
@@ -250,9 +276,13 @@ class BatchDecoder:
         report = reply.report
         self._placed.append(reply)
         try:
-            prompt, stop_strings = self._host.render_tokens(
-                reply.messages, reply.settings, reply.stop, reply.plain
-            )
+            if reply.plain is None and any(m.get("pictures") for m in reply.messages):
+                reply.media, stop_strings = self._host.render_pictures(reply.messages, reply.stop)
+                prompt = reply.media.tokens
+            else:
+                prompt, stop_strings = self._host.render_tokens(
+                    reply.messages, reply.settings, reply.stop, reply.plain
+                )
             report.prompt_tokens = len(prompt)
             if reply.stop.is_set():
                 self._end(reply)
@@ -261,6 +291,8 @@ class BatchDecoder:
             reply.sequence = sequence
             reply.sampler = self._samplers[sequence.seq_id].prepare(reply.settings)
             kept = self._host.prepare(sequence, prompt, reply.conversation, report)
+            if reply.media is not None:
+                kept = whole_pictures(sequence, prompt, kept)
         except Exception as exc:
             if not self._host.record_failure(exc, report):
                 self._placed.remove(reply)
@@ -354,6 +386,18 @@ class BatchDecoder:
         """Process the next chunk of ``reading``'s prompt; sample its first token at the end."""
         sequence = reading.sequence
         assert sequence is not None
+        done = len(sequence.tokens)
+        if reading.media is not None and reading.prompt[done] < 0:
+            # A picture: encoded (or kept) and decoded for this sequence alone, whole.
+            code, n = self._host.feed_picture(
+                reading.media, sequence, reading.report, done, reading.stop
+            )
+            if code != 0:
+                self._drop_step([reading], code)
+                return
+            sequence.tokens.extend(reading.prompt[done : done + n])
+            reading.report.prefill_done = len(sequence.tokens)
+            return
         chunk = self._prompt_chunk(reading, mixed=mixed)
         at = len(sequence.tokens)
         last = len(reading.prompt) - 1
@@ -393,7 +437,8 @@ class BatchDecoder:
         sequence = reply.sequence
         assert sequence is not None
         done = len(sequence.tokens)
-        left = len(reply.prompt) - done
+        end = next_picture(reply.prompt, done) if reply.media is not None else len(reply.prompt)
+        left = end - done
         sizer = self._sizer(reply, mixed=mixed)
         # No sizer: the first chunk beside others, or chunks of n_batch when asked no time.
         size = sizer.size if sizer is not None else MIXED_CHUNK if mixed else self._n_batch
@@ -555,6 +600,9 @@ class BatchDecoder:
             except Exception as exc:  # keeping a state must never cost the reply
                 self._host.record_failure(exc, reply.report)
         reply.pending = None
+        if reply.media is not None:
+            reply.media.close()
+            reply.media = None
         reply.report.compute_ended_at = time.perf_counter()
         reply.ended()
 

@@ -62,7 +62,7 @@ from app.engine.placement import (
 )
 from app.engine.projector import MARKER, EncodeStoppedError, MediaPrompt, Projector, ProjectorError
 from app.engine.prompt_cache import CacheStats, ModelIdentity, PromptCache, read_sequence
-from app.engine.sequence import KvSequence, common_prefix
+from app.engine.sequence import KvSequence, common_prefix, whole_pictures
 from app.engine.stop import StopSignal
 from app.engine.threads import physical_cores
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
@@ -428,10 +428,6 @@ class LlamaBackend:
             _ContextOverflowError: the prompt does not fit a sequence's context.
         """
         self._note_caller()
-        if any(message.get("pictures") for message in messages):
-            # Replies side by side (the API server's batch) read text; a picture is read by
-            # _reply, one reply at a time.
-            raise PictureError(_NOT_BATCHED)
         if plain is None:
             text, stop_strings, add_bos = self._prompt.render(messages, stop)
         else:  # a plain text to continue, read as llama-cpp-python's create_completion does
@@ -465,7 +461,7 @@ class LlamaBackend:
     ) -> Generator[str, None, None]:
         media: MediaPrompt | None = None
         if plain is None and any(message.get("pictures") for message in messages):
-            media, stop_strings = self._render_pictures(messages, stop)
+            media, stop_strings = self.render_pictures(messages, stop)
             prompt = media.tokens
         else:
             prompt, stop_strings = self.render_tokens(messages, settings, stop, plain)
@@ -477,7 +473,7 @@ class LlamaBackend:
             if media is not None:
                 media.close()
 
-    def _render_pictures(
+    def render_pictures(
         self, messages: Sequence[ChatMessage], stop: StopSignal
     ) -> tuple[MediaPrompt, tuple[str, ...]]:
         """The prompt of a conversation with pictures: tokens, placeholders, stop strings.
@@ -529,7 +525,7 @@ class LlamaBackend:
         self._take_back_context()
         kept = self.prepare(sequence, prompt, conversation, report)
         if media is not None:
-            kept = _whole_pictures(sequence, prompt, kept)
+            kept = whole_pictures(sequence, prompt, kept)
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
@@ -573,6 +569,30 @@ class LlamaBackend:
             )
         finally:
             self.settle(sequence, conversation, generated_from)
+
+    def feed_picture(
+        self,
+        media: MediaPrompt,
+        sequence: KvSequence,
+        report: GenerationReport,
+        position: int,
+        stop: StopSignal,
+    ) -> tuple[int, int]:
+        """Put the picture starting at ``position`` into ``sequence`` (for the batch).
+
+        The reply's Stop reaches the encoder while it runs. Returns llama_decode's code and
+        how many positions the picture filled.
+        """
+        projector = self.projector
+        assert projector is not None
+        remove = stop.add_listener(projector.stop_requested())
+        try:
+            if stop.is_set():
+                return DECODE_ABORTED, 0
+            return self._picture_feeder(media, sequence, report)(position)
+        finally:
+            remove()
+            projector.lower_stop()
 
     def _picture_feeder(
         self, media: MediaPrompt, sequence: KvSequence, report: GenerationReport
@@ -803,25 +823,6 @@ _CANNOT_SEE = Sentence(
         "mmproj file beside it, such as SmolVLM or Gemma 3), or send the message without them.",
     )
 )
-
-_NOT_BATCHED = Sentence(
-    QT_TRANSLATE_NOOP(
-        "Floodgate",
-        "Pictures are read one reply at a time, and this model is open for several replies "
-        "side by side. Open it for one reply at a time to send pictures.",
-    )
-)
-
-
-def _whole_pictures(sequence: KvSequence, prompt: Sequence[int], kept: int) -> int:
-    """Trim ``sequence`` so that it does not end inside a picture; returns what it holds."""
-    if 0 < kept < len(prompt) and prompt[kept] < 0 and prompt[kept - 1] == prompt[kept]:
-        start = kept
-        while start > 0 and prompt[start - 1] == prompt[kept]:
-            start -= 1
-        sequence.trim(start)
-        return len(sequence.tokens)
-    return kept
 
 
 def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:

@@ -373,6 +373,29 @@ class KvSequence:
             self.clear()
 
 
+def whole_pictures(sequence: KvSequence, prompt: Sequence[int], kept: int) -> int:
+    """Trim ``sequence`` so that it does not end inside a picture; returns what it holds.
+
+    A picture goes into the KV cache whole (some models attend over it both ways), so a
+    prefix that ends inside one is cut back to where it starts.
+    """
+    if 0 < kept < len(prompt) and prompt[kept] < 0 and prompt[kept - 1] == prompt[kept]:
+        start = kept
+        while start > 0 and prompt[start - 1] == prompt[kept]:
+            start -= 1
+        sequence.trim(start)
+        return len(sequence.tokens)
+    return kept
+
+
+def next_picture(prompt: Sequence[int], start: int) -> int:
+    """Where the next picture begins in ``prompt`` at or after ``start`` (its end: none)."""
+    for i in range(start, len(prompt)):
+        if prompt[i] < 0:
+            return i
+    return len(prompt)
+
+
 def _picture_starts(prompt: Sequence[int], start: int) -> list[int]:
     """Where pictures begin in ``prompt`` from ``start`` on (runs of one negative id)."""
     return [

@@ -273,7 +273,7 @@ class PictureDialog(QDialog):
             reader = QImageReader(str(path))
             reader.setAutoTransform(True)
             size = reader.size()
-            if size.isValid():
+            if size.isValid() and (size.width() > 800 or size.height() > 600):  # never enlarged
                 reader.setScaledSize(size.scaled(800, 600, Qt.AspectRatioMode.KeepAspectRatio))
             image = reader.read()
         with contextlib.suppress(RuntimeError):  # the dialog is gone

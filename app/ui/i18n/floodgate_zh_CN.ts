@@ -403,10 +403,6 @@
         <translation>当前打开的模型看不懂图片。请打开一个能看图的模型（旁边带有投影器，即 mmproj 文件，例如 SmolVLM 或 Gemma 3），或者不带图片发送消息。</translation>
     </message>
     <message>
-        <source>Pictures are read one reply at a time, and this model is open for several replies side by side. Open it for one reply at a time to send pictures.</source>
-        <translation>图片需要一次只生成一个回复时才能读取，而这个模型当前同时生成多个回复。请以一次一个回复的方式打开它再发送图片。</translation>
-    </message>
-    <message>
         <source>{name} could not be loaded: the file may be truncated, damaged, or made for a newer llama.cpp. ({reason})</source>
         <translation>无法加载 {name}：文件可能不完整、已损坏，或需要更新版本的 llama.cpp。（{reason}）</translation>
     </message>
