@@ -8,6 +8,7 @@ owns the model, behind the window's replies and the other requests (one FIFO que
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -27,14 +28,16 @@ from app.flow.requests import RequestBoard, ServedRequest, SharedModel
 from app.flow.worker import ReplyJob
 from app.server.errors import ApiError
 from app.server.guard import Guard, body_too_large
+from app.server.pictures import picture_from_url
 from app.server.replies import ReplyResponse, ReplyShape
 from app.server.schema import ChatRequest, CompletionRequest, parse_chat, parse_completion
 
 DEFAULT_PORT = defaults.API_SERVER_PORT
 MAX_WAITING = defaults.API_SERVER_MAX_WAITING
 
-MAX_BODY_BYTES = 8 * 1024 * 1024
-"""The largest request body: far more text than any context holds."""
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body: far more text than any context holds, or a picture or two as
+base64 ``data:`` URLs."""
 
 RETRY_AFTER_SECONDS = 5
 
@@ -133,6 +136,7 @@ class _Endpoints:
                 ChatMessage(role="system" if m.role == "developer" else m.role, content=m.text())
                 for m in parsed.messages
             ]
+            await self._add_pictures(parsed, messages)
             settings = self._settings(parsed, parsed.max_completion_tokens or parsed.max_tokens)
             settings = replace(settings, grammar=_grammar(parsed))
             return self._queue(served, parsed, messages, None, settings, chat=True)
@@ -151,6 +155,30 @@ class _Endpoints:
         except ApiError as exc:
             self._board.end(served, "refused", exc.message)
             return exc.response()
+
+    async def _add_pictures(self, parsed: ChatRequest, messages: list[ChatMessage]) -> None:
+        """The requests' ``image_url`` parts, decoded and kept off the event loop (or 400)."""
+        wanted = [(i, m.image_urls()) for i, m in enumerate(parsed.messages) if m.image_urls()]
+        if not wanted:
+            return
+        info = self._model.served_model
+        if info is not None and not info.sees:
+            i, [(j, _url), *_] = wanted[0]
+            raise ApiError(
+                400,
+                f"The open model ({info.name}) cannot see pictures: open a model with a "
+                "projector (an mmproj file beside it), or send text only.",
+                param=f"messages[{i}].content[{j}]",
+                code="model_cannot_see",
+            )
+        for i, urls in wanted:
+            pictures = [
+                await asyncio.to_thread(
+                    picture_from_url, url, f"messages[{i}].content[{j}].image_url.url"
+                )
+                for j, url in urls
+            ]
+            messages[i]["pictures"] = tuple(pictures)
 
     def _queue(
         self,
@@ -269,7 +297,14 @@ def _conversation_key(messages: list[ChatMessage], prompt: str | None) -> str:
         opening = prompt[:256]
     else:
         first = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
-        opening = json.dumps(messages[: first + 1], sort_keys=True)
+        # A picture counts by its digest: the same picture opens the same conversation.
+        opening = json.dumps(
+            [
+                {**m, "pictures": [p.digest for p in m["pictures"]]} if "pictures" in m else m
+                for m in messages[: first + 1]
+            ],
+            sort_keys=True,
+        )
     return "api-" + hashlib.sha256(opening.encode("utf-8", "replace")).hexdigest()[:16]
 
 

@@ -35,21 +35,45 @@ class TextPart(_Strict):
     text: str
 
 
+class ImageUrl(_Strict):
+    """``image_url`` of an image part: a ``data:`` URL (the server fetches nothing)."""
+
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(_Strict):
+    """A picture in a message's content, for a model that sees."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
 class ChatMessageIn(_Strict):
     """One message of ``messages``."""
 
     # "developer" is OpenAI's newer name for a system message.
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] | None = None
+    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]] | None = None
     name: str | None = None
 
     def text(self) -> str:
-        """The content as one text."""
+        """The content's text parts as one text."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(part.text for part in self.content if isinstance(part, TextPart))
+
+    def image_urls(self) -> list[tuple[int, str]]:
+        """The picture parts' URLs, with their places in the content."""
+        if not isinstance(self.content, list):
+            return []
+        return [
+            (j, part.image_url.url)
+            for j, part in enumerate(self.content)
+            if isinstance(part, ImagePart)
+        ]
 
 
 class JsonSchemaFormat(_Strict):
@@ -144,7 +168,6 @@ _CHAT_UNSUPPORTED = {
 }
 _COMPLETION_UNSUPPORTED = {"logit_bias": "Logit bias", "best_of": "best_of"}
 _CONTENT_KINDS = {
-    "image_url": "Images",
     "input_audio": "Audio",
     "file": "Files",
     "refusal": "Refusal parts",
