@@ -46,7 +46,7 @@ from app.standins.projector import LARGE, write_projector
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=8)
 
 
-def vision(setup: Setup, pairs: int = 5, stops: int = 8) -> dict[str, Any]:
+def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
     """The section's figures."""
     with tempfile.TemporaryDirectory(prefix="floodgate-vision-") as folder:
         root = Path(folder)

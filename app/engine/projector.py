@@ -59,6 +59,9 @@ _CHUNK_AUDIO = 2  # MTMD_INPUT_CHUNK_TYPE_AUDIO
 _RAM_PICTURES = 32
 """Encoded pictures kept in RAM (a few MB each for real projectors)."""
 
+_RAM_PIXELS_BYTES = 64 * 1024 * 1024
+"""Decoded pictures kept in RAM, in all (3 bytes a pixel: 36 MB for a 12-megapixel photo)."""
+
 _OBSERVED = (b"layer_out", b"ffn_out", b"attn_out")
 """Encoder nodes after which Stop is looked at (clip's graphs name each block's output)."""
 _EVERY_NODES = 48
@@ -211,6 +214,7 @@ class Projector:
         self._use_mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))
         self._folder = cache_dir / self.digest if cache_dir is not None else None
         self._ram: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._pixels: OrderedDict[str, tuple[int, int, bytes]] = OrderedDict()
         self.encodes = 0
         """Pictures encoded since opening (the rest came from RAM or disk)."""
         self.last_encode_seconds = 0.0
@@ -280,7 +284,18 @@ class Projector:
         return MediaPrompt(tokens, runs, chunks)
 
     def _bitmap(self, picture: Picture) -> Any:
-        width, height, rgb = read_rgb(picture.path)
+        # Each turn lays the whole conversation out again, pictures included: the decoded
+        # pixels of the latest few are kept, so a follow-up does not decode them again.
+        decoded = self._pixels.get(picture.digest)
+        if decoded is None:
+            decoded = read_rgb(picture.path)
+            self._pixels[picture.digest] = decoded
+            while len(self._pixels) > 1 and (
+                sum(len(kept[2]) for kept in self._pixels.values()) > _RAM_PIXELS_BYTES
+            ):
+                self._pixels.popitem(last=False)
+        self._pixels.move_to_end(picture.digest)
+        width, height, rgb = decoded
         buffer = (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb)
         bitmap = mtmd.mtmd_bitmap_init(width, height, buffer)
         mtmd.mtmd_bitmap_set_id(bitmap, picture.digest.encode("ascii"))
