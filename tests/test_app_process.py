@@ -9,11 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
+from app.standins.projector import ProjectorShape, write_projector
 from app.store.conversation import Message
 from app.store.database import open_database
 from app.store.paths import DEFAULT_MODEL, MODEL_VARIABLE
+from app.store.pictures import picture_path
 from app.store.preferences import load_preferences, save_preferences
 from tests.drivers import LONG_PROMPT
 
@@ -62,11 +66,17 @@ def saved_turn(home: Path) -> tuple[Message, Message]:
     return prompt, reply
 
 
-def asking_for_a_long_answer(model_path: Path, home: Path, stderr: int) -> subprocess.Popen[str]:
+def asking_for_a_long_answer(
+    model_path: Path,
+    home: Path,
+    stderr: int,
+    driver: str = "tests.kill_mid_answer",
+    **more_env: str,
+) -> subprocess.Popen[str]:
     """The app, asking for a long story and printing ``shown <characters> <time>`` (50 ms)."""
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(home))
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(home), **more_env)
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.kill_mid_answer", "--model", str(model_path)],
+        [sys.executable, "-m", driver, "--model", str(model_path)],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -75,11 +85,12 @@ def asking_for_a_long_answer(model_path: Path, home: Path, stderr: int) -> subpr
     )
 
 
-@pytest.mark.model
-def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
-    model_path: Path, floodgate_home: Path
-) -> None:
-    proc = asking_for_a_long_answer(model_path, floodgate_home, subprocess.DEVNULL)
+def killed_while_streaming(proc: subprocess.Popen[str]) -> tuple[list[tuple[float, int]], float]:
+    """Kill the app (SIGKILL) 1.5 s into its answer: what was on screen when, and the kill's time.
+
+    1.5 s: at temperature 0.7 some stories end after about 3 s of streaming, and a kill after
+    2.5 s sometimes came after the end.
+    """
     shown: list[tuple[float, int]] = []  # (time, characters on screen)
     assert proc.stdout is not None
     try:
@@ -90,8 +101,6 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
             _, length, at = line.split()
             shown.append((float(at), int(length)))
             started = [t for t, n in shown if n > 0]
-            # Killed 1.5 s into the answer: at temperature 0.7 some stories end after about
-            # 3 s of streaming, and a kill after 2.5 s sometimes came after the end.
             if started and shown[-1][0] - started[0] >= 1.5:
                 break
         proc.send_signal(signal.SIGKILL)
@@ -101,7 +110,15 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
         proc.wait(10)
         proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
+    return shown, killed_at
 
+
+@pytest.mark.model
+def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
+    model_path: Path, floodgate_home: Path
+) -> None:
+    proc = asking_for_a_long_answer(model_path, floodgate_home, subprocess.DEVNULL)
+    shown, killed_at = killed_while_streaming(proc)
     prompt, reply = saved_turn(floodgate_home)
     assert prompt.content == LONG_PROMPT
     assert reply.status == "streaming"  # shown as interrupted when opened again
@@ -109,6 +126,39 @@ def test_killed_mid_answer_keeps_the_prompt_and_what_was_streamed(
     before = max(n for t, n in shown if t <= killed_at - 1.2)
     assert len(reply.content) >= before > 0
     print(f"saved {len(reply.content)} characters; {shown[-1][1]} were on screen at the kill")
+
+
+@pytest.mark.model
+def test_killed_mid_answer_about_a_picture_keeps_the_picture_and_the_text(
+    model_path: Path, floodgate_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    model = folder / "SmolVLM-test-Q4_1.gguf"
+    model.symlink_to(model_path)
+    write_projector(folder / "mmproj-SmolVLM-test-f16.gguf", ProjectorShape())
+    picture = tmp_path / "harbour.png"
+    pixels = np.random.default_rng(5).integers(0, 255, (120, 160, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(picture, format="PNG")
+    proc = asking_for_a_long_answer(
+        model,
+        floodgate_home,
+        subprocess.DEVNULL,
+        "tests.kill_with_picture",
+        FLOODGATE_TEST_PICTURE=str(picture),
+    )
+    shown, killed_at = killed_while_streaming(proc)
+    prompt, reply = saved_turn(floodgate_home)
+    assert prompt.content == LONG_PROMPT
+    [kept] = prompt.attachments
+    assert kept["kind"] == "picture"
+    assert kept["name"] == "harbour.png"
+    assert picture_path(str(kept["digest"]), floodgate_home / "pictures").read_bytes() == (
+        picture.read_bytes()
+    )
+    assert reply.status == "streaming"
+    before = max(n for t, n in shown if t <= killed_at - 1.2)
+    assert len(reply.content) >= before > 0
 
 
 @pytest.mark.model
