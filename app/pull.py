@@ -71,6 +71,8 @@ def _describe(listing: RepoListing, assessment: Assessment) -> str:
     ):
         mark = "  <- recommended" if index == assessment.recommended else ""
         parts = f" ({len(choice.files)} parts)" if choice.is_split else ""
+        if choice.projector is not None:
+            parts += f" + projector {choice.projector.name} ({size_text(choice.projector.size)})"
         lines.append(
             f"  {choice.quantization or '?':<10} {size_text(choice.size):>9}  "
             f"needs {size_text(estimate.total):>9}  {estimate.fit.value:<9} "
@@ -121,7 +123,7 @@ def pull(spec: str, folder: Path, n_ctx: int) -> int:
             RemoteFile(
                 hub.endpoint, listing.repo_id, listing.revision, f.path, f.size, f.sha256 or ""
             )
-            for f in choice.files
+            for f in choice.downloads
         ):
             with tqdm(
                 total=remote.size, unit="B", unit_scale=True, unit_divisor=1024, desc=remote.name

@@ -39,6 +39,7 @@ from app.downloads.files import (
     ModelChoice,
     local_name,
     model_choices,
+    projector_for,
     quantization_of,
 )
 from app.downloads.hub import Hub, save_token
@@ -181,7 +182,7 @@ def test_a_repository_lists_its_gguf_models_by_quantization_splits_as_one(
     ]
 
 
-def test_a_split_with_a_part_missing_and_a_projector_are_not_offered() -> None:
+def test_a_split_with_a_part_missing_is_not_offered_and_a_projector_goes_with_a_model() -> None:
     sha = "0" * 64
     files = [
         HubFile("M-Q4_K_M-00001-of-00003.gguf", 10, sha),
@@ -190,7 +191,16 @@ def test_a_split_with_a_part_missing_and_a_projector_are_not_offered() -> None:
         HubFile("M-Q5_K_S.gguf", 10, None),  # not in LFS: nothing to verify it against
         HubFile("M-IQ2_XXS.gguf", 10, sha),
     ]
-    assert [c.label for c in model_choices(files)] == ["M-IQ2_XXS.gguf"]
+    [offered] = model_choices(files)
+    assert offered.label == "M-IQ2_XXS.gguf"
+    # The projector goes with the model (no IQ2_XXS projector: the F16 one), counted in its size.
+    assert offered.projector == files[2]
+    assert offered.downloads == (files[4], files[2])
+    assert offered.size == 20
+    q8 = HubFile("mmproj-M-Q8_0.gguf", 5, sha)
+    assert projector_for("Q8_0", [files[2], q8]) == q8
+    assert projector_for("Q4_K_M", [q8, files[2]]) == files[2]
+    assert projector_for("Q4_K_M", [q8]) == q8
     assert quantization_of("Llama-3.2-1B-Instruct-UD-Q4_K_XL.gguf") == "Q4_K_XL"
     assert quantization_of("model.q8_0.gguf") == "Q8_0"
 

@@ -10,9 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from app.bench.fake_hub import FakeHub
+from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.downloads.transfer import partial_paths
+from app.engine.model_card import read_model_card
 from app.main import build_parser
+from app.standins.projector import ProjectorShape, write_projector
 from app.store.paths import DEFAULT_MODEL, PROJECT_DIR
 from tests.hub_repos import SMOL, SMOL_FILE, smol_repo, tiny_repo
 
@@ -153,3 +155,31 @@ def test_pull_goes_through_the_proxy_the_environment_names(
         p.endswith("/resolve/" + fake_hub.repos["tester/Tiny-GGUF"].sha + "/Tiny-Q2_K.gguf")
         for p in asked
     )
+
+
+def test_pull_of_a_model_that_sees_fetches_its_projector_beside_it_and_says_so(
+    fake_hub: FakeHub, floodgate_home: Path, tmp_path: Path
+) -> None:
+    projector = write_projector(tmp_path / "mmproj-SmolVLM-test-f16.gguf", ProjectorShape())
+    fake_hub.add(
+        FakeRepo(
+            "tester/SmolVLM-test-GGUF",
+            {
+                "SmolVLM-test-Q4_1.gguf": FakeFile(source=DEFAULT_MODEL),
+                "mmproj-SmolVLM-test-f16.gguf": FakeFile(source=projector),
+                "mmproj-SmolVLM-test-Q2_K.gguf": FakeFile(data=b"GGUF" + bytes(60)),
+            },
+        )
+    )
+    child = start_pull("tester/SmolVLM-test-GGUF", floodgate_home, fake_hub)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    # Said before the download: which projector, and its size (F16: no Q4_1 projector).
+    listed = next(line for line in out.splitlines() if "SmolVLM-test-Q4_1.gguf" in line)
+    assert "+ projector mmproj-SmolVLM-test-f16.gguf (" in listed
+    models = floodgate_home / "models"
+    assert (models / "mmproj-SmolVLM-test-f16.gguf").read_bytes() == projector.read_bytes()
+    assert not (models / "mmproj-SmolVLM-test-Q2_K.gguf").exists()
+    card = read_model_card(models / "SmolVLM-test-Q4_1.gguf")
+    assert card.sees
+    assert card.projector == models / "mmproj-SmolVLM-test-f16.gguf"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GGUF_SUFFIX = ".gguf"
 
@@ -98,11 +98,19 @@ class ModelChoice:
     label: str
     quantization: str
     files: tuple[HubFile, ...]
+    projector: HubFile | None = None
+    """The repository's projector that goes with it (``mmproj-*.gguf``: the model sees),
+    downloaded beside it, where Floodgate pairs them."""
 
     @property
     def size(self) -> int:
-        """Bytes of all its files."""
-        return sum(f.size for f in self.files)
+        """Bytes of all its files, the projector's included."""
+        return sum(f.size for f in self.downloads)
+
+    @property
+    def downloads(self) -> tuple[HubFile, ...]:
+        """Every file to download: the model's (in order), then its projector."""
+        return self.files if self.projector is None else (*self.files, self.projector)
 
     @property
     def first(self) -> HubFile:
@@ -130,9 +138,13 @@ def model_choices(files: list[HubFile]) -> list[ModelChoice]:
     singles: list[ModelChoice] = []
     splits: dict[tuple[str, int], dict[int, HubFile]] = defaultdict(dict)
     seen_names: set[str] = set()
+    projectors: list[HubFile] = []
     for file in files:
         name = local_name(file.path)
-        if name is None or file.sha256 is None or file.size <= 0 or _is_projector(name):
+        if name is None or file.sha256 is None or file.size <= 0:
+            continue
+        if _is_projector(name):
+            projectors.append(file)
             continue
         if name.lower() in seen_names:  # two folders, one name: one local file would be both
             continue
@@ -151,7 +163,22 @@ def model_choices(files: list[HubFile]) -> list[ModelChoice]:
         ordered = tuple(found[i] for i in range(1, parts + 1))
         first = ordered[0].name
         singles.append(ModelChoice(first, quantization_of(_SPLIT.sub(r"\g<stem>", first)), ordered))
+    if projectors:
+        singles = [replace(c, projector=projector_for(c.quantization, projectors)) for c in singles]
     return sorted(singles, key=lambda choice: (choice.size, choice.label))
+
+
+def projector_for(quantization: str, projectors: list[HubFile]) -> HubFile:
+    """The projector for a model of ``quantization``.
+
+    The same quantization if there is one (``mmproj-…-Q8_0`` for a Q8_0 model), else F16
+    (what most repositories offer), else the smallest.
+    """
+    by_quant = {quantization_of(p.name): p for p in sorted(projectors, key=lambda p: p.path)}
+    for wanted in (quantization, "F16"):
+        if wanted and wanted in by_quant:
+            return by_quant[wanted]
+    return min(projectors, key=lambda p: (p.size, p.path))
 
 
 def find_choice(choices: list[ModelChoice], wanted: str) -> ModelChoice | None:

@@ -177,7 +177,7 @@ def _repo_row(summary: RepoSummary) -> RepoRow:
 def _choice_rows(listing: RepoListing, assessment: Assessment) -> list[ChoiceRow]:
     return [
         ChoiceRow(
-            label=choice.label,
+            label=_label(choice),
             quantization=choice.quantization,
             size=size_text(choice.size),
             need=size_text(estimate.total),
@@ -190,6 +190,19 @@ def _choice_rows(listing: RepoListing, assessment: Assessment) -> list[ChoiceRow
             zip(listing.choices, assessment.estimates, strict=True)
         )
     ]
+
+
+def _label(choice: ModelChoice) -> str:
+    """The choice as the panel lists it; with its projector named, and its size, if any."""
+    projector = choice.projector
+    if projector is None:
+        return choice.label
+    return say(
+        QT_TRANSLATE_NOOP("Floodgate", "{model} + its projector {projector} ({size}): it sees"),
+        model=choice.label,
+        projector=projector.name,
+        size=size_text(projector.size),
+    )
 
 
 class HubDownloads(QObject):
@@ -369,5 +382,5 @@ class HubDownloads(QObject):
 def _remote_files(hub: Hub, listing: RepoListing, choice: ModelChoice) -> list[RemoteFile]:
     return [
         RemoteFile(hub.endpoint, listing.repo_id, listing.revision, f.path, f.size, f.sha256 or "")
-        for f in choice.files
+        for f in choice.downloads
     ]

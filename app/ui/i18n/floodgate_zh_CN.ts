@@ -1243,6 +1243,10 @@
         <translation>{speed}/秒</translation>
     </message>
     <message>
+        <source>{model} + its projector {projector} ({size}): it sees</source>
+        <translation>{model} + 它的投影器 {projector}（{size}）：能看图片</translation>
+    </message>
+    <message>
         <source>{n} waiting</source>
         <translation>{n} 个等待中</translation>
     </message>
