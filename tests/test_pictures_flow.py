@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QMimeData
+from PySide6.QtCore import QMimeData, QSize
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QAbstractButton
 from pytestqt.qtbot import QtBot
 
 from app.documents import Attachment
@@ -117,6 +118,9 @@ def test_a_pasted_screenshot_becomes_a_picture_chip_and_garbage_keeps_nothing(
     assert chip is not None
     assert window.tray.state("Pasted picture.png") is ChipState.READY
     assert "picture" in chip.summary.text()
+    # Its thumbnail, decoded off the UI thread: 64 x 48 fitted to 28 pixels.
+    run_until(loop, chip.thumbnail.isVisible)
+    assert chip.thumbnail.pixmap().size() == QSize(28, 21)
 
     failed: list[str] = []
     window.attachments.reader.failed.connect(lambda _name, sentence: failed.append(sentence))
@@ -158,10 +162,19 @@ def test_a_sent_picture_is_kept_with_the_conversation_and_opens_in_a_window(
 
     archive, _ = loop.run_until_complete(Archive.open(path))
     again = scripted_session(loop, archive)
+    window = open_window(qtbot, again)
     assert loop.run_until_complete(again.open_conversation(conversation_id))
     kept = again.conversation.messages[0].attachments
     assert kept == [picture.to_dict()]
-    window = open_window(qtbot, again)
+
+    # The prompt card's chip shows the picture small (80 x 60 fitted to 28 pixels).
+    def card_chips() -> list[QAbstractButton]:
+        found = window.findChildren(QAbstractButton, "attachmentChip")
+        return [c for c in found if c.isVisible()]
+
+    run_until(loop, lambda: len(card_chips()) == 1)  # the transcript is built a slice a turn
+    [card_chip] = card_chips()
+    run_until(loop, lambda: card_chip.iconSize() == QSize(28, 21))
     dialog = show_attachment(window, kept[0])
     assert isinstance(dialog, PictureDialog)
     run_until(

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal, Slot
-from PySide6.QtGui import QFontDatabase, QImage, QImageReader, QPixmap
+from PySide6.QtCore import QCoreApplication, QObject, QSize, Qt, Slot
+from PySide6.QtGui import QFontDatabase, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -28,6 +25,7 @@ from app.store.pictures import picture_path
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.look.icons import icon
+from app.ui.look.pictures import THUMBNAIL_PX, load_picture
 from app.ui.look.style import follow_theme
 
 APP_NAME = "Floodgate"
@@ -141,6 +139,16 @@ class Transcript(QObject):
         chip.setObjectName("attachmentChip")
         chip.setIcon(icon("paperclip"))
         chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        digest = attachment.get("digest")
+        if attachment.get("kind") == "picture" and isinstance(digest, str):
+            side = QSize(THUMBNAIL_PX, THUMBNAIL_PX)
+
+            def thumbnail(image: QImage) -> None:
+                if not image.isNull():
+                    chip.setIcon(QIcon(QPixmap.fromImage(image)))
+                    chip.setIconSize(image.size())
+
+            load_picture(picture_path(digest), side, chip, thumbnail)
 
     def reply_started(self) -> None:
         """Add the new prompt and its (empty) reply below everything drawn so far."""
@@ -238,8 +246,6 @@ def _count(attachment: dict[str, object], key: str) -> int:
 class PictureDialog(QDialog):
     """A picture sent with a prompt, fitted to the window; decoded on a thread of its own."""
 
-    loaded = Signal(QImage)
-
     def __init__(self, attachment: dict[str, object], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("pictureDialog")
@@ -261,23 +267,11 @@ class PictureDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self.resize(860, 680)
-        self.loaded.connect(self._show)
         digest = attachment.get("digest")
-        path = picture_path(digest) if isinstance(digest, str) else None
-        # The signal crosses to the UI thread queued; the dialog may close before it arrives.
-        threading.Thread(target=self._load, args=(path,), daemon=True).start()
-
-    def _load(self, path: Path | None) -> None:
-        image = QImage()
-        if path is not None and path.exists():
-            reader = QImageReader(str(path))
-            reader.setAutoTransform(True)
-            size = reader.size()
-            if size.isValid() and (size.width() > 800 or size.height() > 600):  # never enlarged
-                reader.setScaledSize(size.scaled(800, 600, Qt.AspectRatioMode.KeepAspectRatio))
-            image = reader.read()
-        with contextlib.suppress(RuntimeError):  # the dialog is gone
-            self.loaded.emit(image)
+        if isinstance(digest, str):
+            load_picture(picture_path(digest), QSize(800, 600), self, self._show)
+        else:
+            self._show(QImage())
 
     @Slot(QImage)
     def _show(self, image: QImage) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from PySide6.QtCore import QCoreApplication, QEvent, QMimeData, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QPalette, QResizeEvent
+from PySide6.QtGui import QColor, QImage, QPalette, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from typing_extensions import override
 
 from app.documents import Attachment
+from app.store.pictures import picture_path
 from app.ui.composer.attachment_wording import (
     duration_text,
     rooms_in_order,
@@ -44,6 +45,7 @@ from app.ui.composer.attachment_wording import (
 from app.ui.look.colors import theme_for
 from app.ui.look.icon_button import ICON_PX
 from app.ui.look.icons import icon
+from app.ui.look.pictures import THUMBNAIL_PX, load_picture
 
 MIN_PART_TOKENS: Final = 64
 """Less room than this, and offering "the part that fits" would offer almost nothing."""
@@ -117,8 +119,13 @@ class AttachmentChip(QFrame):
         self.include_button.setObjectName("attachmentIncludePart")
         self.include_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
 
+        self.thumbnail = QLabel(self)
+        self.thumbnail.setObjectName("attachmentThumbnail")
+        self.thumbnail.hide()
+        self._picture: str | None = None
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.thumbnail)
         top.addWidget(self.summary, 1)
         top.addWidget(self.progress)
         top.addWidget(self.cancel_button)
@@ -136,6 +143,20 @@ class AttachmentChip(QFrame):
         layout.addLayout(below)
         self.retranslate()
         self.apply_colors()
+
+    def show_picture(self, digest: str) -> None:
+        """A thumbnail of the picture kept under ``digest`` (decoded off the UI thread)."""
+        if self._picture == digest:
+            return
+        self._picture = digest
+        side = QSize(THUMBNAIL_PX, THUMBNAIL_PX)
+        load_picture(picture_path(digest), side, self, self._set_thumbnail)
+
+    def _set_thumbnail(self, image: QImage) -> None:
+        if image.isNull():
+            return
+        self.thumbnail.setPixmap(QPixmap.fromImage(image))
+        self.thumbnail.show()
 
     def shown_name(self) -> str:
         """The name as the chip shows it: elided in the middle when long."""
@@ -532,6 +553,8 @@ def _render_chip(entry: _Entry, room: int | None) -> None:
     attachment = entry.attachment
     assert attachment is not None
     chip.summary.setText(summary_text(chip.shown_name(), attachment, entry.seconds))
+    if attachment.is_picture and attachment.digest is not None:
+        chip.show_picture(attachment.digest)
     if attachment.cut and attachment.kept_tokens is not None:
         chip.note.setText(
             QCoreApplication.translate(
