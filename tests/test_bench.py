@@ -709,3 +709,6 @@ def test_only_vision_runs_the_pictures_section_alone(tmp_path: Path) -> None:
     assert section["stop_encode_ms"]["max"] < section["encode_ms"]
     assert section["follow_up_ms"] > 0
     assert section["follow_up_text_only_ms"] > 0
+    # The peer, in its own process, on the same follow-ups: it encodes the picture again.
+    assert section["peer"]["follow_up_ms"] > section["peer"]["follow_up_text_only_ms"] > 0
+    assert "| llama-cpp-python's MTMDChatHandler |" in proc.stdout

@@ -355,12 +355,39 @@ def _speculative_lines(doc: dict[str, Any]) -> list[str]:
     return ["", *lines]
 
 
+def _vision_lines(doc: dict[str, Any]) -> list[str]:
+    section = doc.get("vision")
+    if not section:
+        return []
+    peer = section.get("peer", {})
+    shape = section["projector"]
+    lines = [
+        f"pictures (the tests' projector: {shape['tokens_per_image']} positions a picture, "
+        f"{shape['blocks']} blocks; a 1024 x 768 picture encoded in {section['encode_ms']} ms):",
+        "",
+        "| follow-up's first token | with a picture (ms) | without (ms) | ratio |",
+        "| --- | --- | --- | --- |",
+        f"| Floodgate | {section['follow_up_ms']} | {section['follow_up_text_only_ms']} "
+        f"| {section['follow_up_ratio']} |",
+    ]
+    if "follow_up_ms" in peer:
+        lines.append(
+            f"| llama-cpp-python's MTMDChatHandler | {peer['follow_up_ms']} "
+            f"| {peer['follow_up_text_only_ms']} | {peer['follow_up_ratio']} |"
+        )
+    else:
+        lines.append(
+            f"| llama-cpp-python's MTMDChatHandler | not measured: {peer.get('problem')} |"
+        )
+    return ["", *lines]
+
+
 def table(doc: dict[str, Any]) -> str:
     """The bench's figures against their targets, as Markdown tables and lines."""
     if "baselines" not in doc:  # one section alone (--only)
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
-        lines += _parallel_lines(doc) + _speculative_lines(doc)
+        lines += _parallel_lines(doc) + _speculative_lines(doc) + _vision_lines(doc)
         return "\n".join(lines + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
@@ -369,6 +396,7 @@ def table(doc: dict[str, Any]) -> str:
     lines += _server_lines(doc)
     lines += _parallel_lines(doc)
     lines += _speculative_lines(doc)
+    lines += _vision_lines(doc)
     lines += _download_lines(doc)
     lines += _shapes_table(doc)
     lines += _large_table(doc)

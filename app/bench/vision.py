@@ -13,15 +13,18 @@ vision model's encoder.
 - ``follow_up_ratio``: time to first token of a follow-up in a conversation with a picture over
   the same follow-up without it (target <= 1.5): the picture is not encoded again.
 
-Not measured yet: llama-cpp-python's ``MTMDChatHandler`` beside it (it encodes the picture
-again on every turn).
+Beside it, ``peer``: llama-cpp-python's ``MTMDChatHandler`` on the same follow-ups in a bare
+child (:mod:`app.bench.vision_peer`), which encodes the picture again on every turn.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -81,6 +84,8 @@ def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
                 follow = _follow_ups(engine, backend, picture, pairs)
             finally:
                 engine.close(backend)
+        setup.log("  vision: llama-cpp-python's MTMDChatHandler, the same follow-ups…")
+        peer = _peer(setup, projector, picture, pairs)
     encode_ms, encode_ci = median_with_ci([s * 1000 for s in with_hook])
     ratios = [b / h for h, b in zip(with_hook, without, strict=True)]
     hook_ratio, hook_ci = median_with_ci(ratios)
@@ -98,7 +103,32 @@ def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
         "encode_hook_ratio_ci": [round(v, 4) for v in hook_ci],
         "stop_encode_ms": summary(stop_ms),
         **follow,
+        "peer": peer,
     }
+
+
+def _peer(setup: Setup, projector: Path, picture: Picture, rounds: int) -> dict[str, Any]:
+    """llama-cpp-python's handler on the same follow-ups, in a bare child (see vision_peer)."""
+    spec = {
+        "model": str(setup.model),
+        "projector": str(projector),
+        "picture": str(picture.path),
+        "rounds": max(2, rounds // 2),
+        "threads": _threads(setup),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.bench.vision_peer", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+        return {"problem": str(exc)[:300]}
+    found["follow_up_ratio"] = round(found["follow_up_ms"] / found["follow_up_text_only_ms"], 4)
+    return {key: round(value, 2) for key, value in found.items()}
 
 
 def _threads(setup: Setup) -> int:
