@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit, QProgressBar
 from pytestqt.qtbot import QtBot
 
-from app.bench.fake_hub import FakeHub, FakeRepo
+from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.downloads.hub import Hub
 from app.downloads.queue import DownloadQueue, DownloadStatus, State
 from app.downloads.transfer import RemoteFile
@@ -24,7 +24,7 @@ from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.window.app_dialogs import AppDialogs
 from app.ui.window.main_window import MainWindow
 from tests.conftest import Loop, run_until
-from tests.hub_repos import tiny_repo
+from tests.hub_repos import tiny, tiny_repo
 from tests.test_appearance import Saved
 from tests.test_secrets import MemoryKeyring
 
@@ -241,3 +241,36 @@ def test_downloads_left_unfinished_come_back_when_the_app_starts(
     finally:
         window.close()
         loop.run_until_complete(session.close())
+
+
+def test_the_hub_panel_finds_models_that_see_and_names_the_projector_that_comes_with_one(
+    qtbot: QtBot, loop: Loop, fake_hub: FakeHub, downloads: HubDownloads
+) -> None:
+    fake_hub.add(tiny_repo(downloads=1000))
+    model = {"Tiny-Q4_K_M.gguf": FakeFile(data=tiny(500_000))}
+    seeing = {
+        **model,
+        "mmproj-Tiny-F16.gguf": FakeFile(data=tiny(120_000)),
+        "mmproj-Tiny-Q8_0.gguf": FakeFile(data=tiny(70_000)),
+    }
+    fake_hub.add(FakeRepo("tester/TinyVL-GGUF", seeing, pipeline_tag="image-text-to-text"))
+    panel = HubPanel(downloads)
+    qtbot.addWidget(panel)
+    panel.sees.setChecked(True)
+    search(loop, panel, "Tiny")
+    assert panel.results.rowCount() == 1
+    assert cell(panel.results, 0, 0) == "tester/TinyVL-GGUF"
+    panel.results.selectRow(0)
+    run_until(loop, lambda: panel.choices.rowCount() == 1)
+    # Named with its size before the download (no Q4_K_M projector: the F16 one).
+    label = cell(panel.choices, 0, 0)
+    assert "Tiny-Q4_K_M.gguf + its projector mmproj-Tiny-F16.gguf (117.2 KB)" in label
+    panel.choices.selectRow(0)
+    panel.download_button.click()
+    run_until(loop, lambda: "Downloaded" in cell(panel.transfers, 0, 2), timeout=20)
+    assert (downloads.folder / "Tiny-Q4_K_M.gguf").is_file()
+    assert (downloads.folder / "mmproj-Tiny-F16.gguf").is_file()
+    assert not (downloads.folder / "mmproj-Tiny-Q8_0.gguf").exists()
+    panel.sees.setChecked(False)
+    search(loop, panel, "Tiny")
+    assert panel.results.rowCount() == 2

@@ -102,6 +102,8 @@ class FakeRepo:
     last_modified: str = "2025-01-01T00:00:00.000Z"
     listed_sizes: dict[str, int] = field(default_factory=dict)
     """Sizes the tree lists instead of the real ones (a Hub that lies)."""
+    pipeline_tag: str = "text-generation"
+    """The model's task, as the Hub tags it (``image-text-to-text``: it sees)."""
 
     def __post_init__(self) -> None:
         if not self.sha:
@@ -287,7 +289,12 @@ class _Handler(BaseHTTPRequestHandler):
         sort = (query.get("sort") or ["downloads"])[0]
         limit = int((query.get("limit") or [str(self.hub.page_size)])[0])
         cursor = int((query.get("cursor") or ["0"])[0])
-        repos = [r for r in self.hub.repos.values() if text in r.repo_id.lower()]
+        task = (query.get("pipeline_tag") or [""])[0]
+        repos = [
+            r
+            for r in self.hub.repos.values()
+            if text in r.repo_id.lower() and (not task or r.pipeline_tag == task)
+        ]
         key = {"likes": "likes", "lastModified": "last_modified"}.get(sort, "downloads")
         repos.sort(key=lambda r: getattr(r, key), reverse=True)
         size = min(limit, self.hub.page_size)
@@ -300,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "lastModified": r.last_modified,
                 "gated": "manual" if r.gated else False,
                 "tags": ["gguf", f"license:{r.license}"],
+                "pipeline_tag": r.pipeline_tag,
             }
             for r in page
         ]

@@ -184,6 +184,10 @@ class ModelSearch:
         return [_summary(info) for info in page if safe_repo_id(info.id)]
 
 
+SEES_TASK = "image-text-to-text"
+"""The Hub's task (``pipeline_tag``) of models that read pictures and answer in text."""
+
+
 class Hub:
     """The Hub (or a mirror), with the token kept for it if there is one.
 
@@ -254,10 +258,11 @@ class Hub:
                 endpoint=self.endpoint,
             ) from exc
 
-    def search(self, text: str, sort: Sort = "downloads") -> ModelSearch:
+    def search(self, text: str, sort: Sort = "downloads", *, sees: bool = False) -> ModelSearch:
         """Repositories with GGUF files matching ``text``, sorted by ``sort`` (most first).
 
-        The results come a page at a time from :meth:`ModelSearch.next_page`.
+        The results come a page at a time from :meth:`ModelSearch.next_page`. ``sees``: only
+        models that read pictures (the Hub's ``image-text-to-text`` task).
 
         Raises:
             DownloadError: the Hub cannot be reached.
@@ -266,6 +271,7 @@ class Hub:
         results = self.api.list_models(
             filter="gguf",
             search=text.strip() or None,
+            pipeline_tag=SEES_TASK if sees else None,
             sort=sort,
             limit=SEARCH_LIMIT,
             expand=["downloads", "likes", "lastModified", "gated"],

@@ -55,6 +55,7 @@ class ChoiceRow:
         fit_key: the same as a :class:`Fit` value (for colours and tests).
         recommended: the one recommended for this machine.
         parts: how many files it comes in.
+        projector: the projector that comes with it, its name and size in words ("": none).
     """
 
     label: str
@@ -65,6 +66,7 @@ class ChoiceRow:
     fit_key: str
     recommended: bool
     parts: int
+    projector: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,8 @@ def _repo_row(summary: RepoSummary) -> RepoRow:
 def _choice_rows(listing: RepoListing, assessment: Assessment) -> list[ChoiceRow]:
     return [
         ChoiceRow(
-            label=_label(choice),
+            label=choice.label,
+            projector=_projector_words(choice),
             quantization=choice.quantization,
             size=size_text(choice.size),
             need=size_text(estimate.total),
@@ -192,14 +195,13 @@ def _choice_rows(listing: RepoListing, assessment: Assessment) -> list[ChoiceRow
     ]
 
 
-def _label(choice: ModelChoice) -> str:
-    """The choice as the panel lists it; with its projector named, and its size, if any."""
+def _projector_words(choice: ModelChoice) -> str:
+    """The projector that comes with a choice, named with its size ("": none)."""
     projector = choice.projector
     if projector is None:
-        return choice.label
+        return ""
     return say(
-        QT_TRANSLATE_NOOP("Floodgate", "{model} + its projector {projector} ({size}): it sees"),
-        model=choice.label,
+        QT_TRANSLATE_NOOP("Floodgate", "+ its projector {projector} ({size}): it sees"),
         projector=projector.name,
         size=size_text(projector.size),
     )
@@ -240,8 +242,12 @@ class HubDownloads(QObject):
             self._hub = await asyncio.to_thread(Hub)
         return self._hub
 
-    async def search(self, text: str, sort: Sort) -> tuple[list[RepoRow], bool]:
+    async def search(
+        self, text: str, sort: Sort, *, sees: bool = False
+    ) -> tuple[list[RepoRow], bool]:
         """The first page of repositories matching ``text``; and whether there are more.
+
+        ``sees``: only models that read pictures.
 
         Raises:
             HubError: the Hub cannot be reached or refused (the sentence says which).
@@ -249,7 +255,7 @@ class HubDownloads(QObject):
         self._hub = None  # HF_ENDPOINT or the token may have changed since the last one
         hub = await self._the_hub()
         try:
-            self._search = await asyncio.to_thread(hub.search, text, sort)
+            self._search = await asyncio.to_thread(partial(hub.search, text, sort, sees=sees))
         except DownloadError as exc:
             raise HubError(say_sentence(exc.sentence)) from exc
         return await self.more()

@@ -14,6 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -95,10 +96,13 @@ class HubPanel(QWidget):
             (self.tr("Recently updated"), "recent"),
         ):
             self.sort.addItem(text, key)
+        self.sees = QCheckBox(self.tr("Sees pictures"))
+        self.sees.setToolTip(self.tr("Only models that read pictures (with their projector)"))
         self.search_button = QPushButton(self.tr("Search"))
         self.search_button.clicked.connect(self._search)
         search_row = QHBoxLayout()
         search_row.addWidget(self.query, 1)
+        search_row.addWidget(self.sees)
         search_row.addWidget(self.sort)
         search_row.addWidget(self.search_button)
 
@@ -188,7 +192,9 @@ class HubPanel(QWidget):
 
     async def _run_search(self, text: str, sort: str) -> None:
         try:
-            rows, more = await self.downloads.search(text, _SORTS.get(sort, "downloads"))
+            rows, more = await self.downloads.search(
+                text, _SORTS.get(sort, "downloads"), sees=self.sees.isChecked()
+            )
         except HubError as exc:
             self._say(str(exc))
             rows, more = [], False
@@ -267,6 +273,8 @@ class HubPanel(QWidget):
             label = choice.label
             if choice.parts > 1:
                 label += "  " + self.tr("({n} parts)").format(n=choice.parts)
+            if choice.projector:
+                label += " " + choice.projector
             fit = choice.fit
             if choice.recommended:
                 fit += " · " + self.tr("recommended")

@@ -1243,8 +1243,8 @@
         <translation>{speed}/秒</translation>
     </message>
     <message>
-        <source>{model} + its projector {projector} ({size}): it sees</source>
-        <translation>{model} + 它的投影器 {projector}（{size}）：能看图片</translation>
+        <source>+ its projector {projector} ({size}): it sees</source>
+        <translation>+ 它的投影器 {projector}（{size}）：能看图片</translation>
     </message>
     <message>
         <source>{n} waiting</source>
@@ -1384,6 +1384,14 @@
     <message>
         <source>Recently updated</source>
         <translation>最近更新</translation>
+    </message>
+    <message>
+        <source>Sees pictures</source>
+        <translation>能看图片</translation>
+    </message>
+    <message>
+        <source>Only models that read pictures (with their projector)</source>
+        <translation>只显示能读取图片的模型（带有投影器）</translation>
     </message>
     <message>
         <source>Search</source>
