@@ -326,3 +326,55 @@ def test_a_damaged_projector_beside_a_model_leaves_it_open_for_text(
         assert text
     finally:
         backend.close()
+
+
+def test_the_same_picture_twice_is_two_pictures_side_by_side(
+    seeing: LlamaBackend, tmp_path: Path
+) -> None:
+    p = picture(tmp_path)
+    messages: list[ChatMessage] = [
+        {"role": "user", "content": "Are these the same?", "pictures": (p, p)}
+    ]
+    _, report = reply(seeing, messages)
+    assert report.finish in ("done", "length"), report.error
+    marks = [t for t in seeing.sequence.tokens if t < 0]
+    assert len(marks) == 2 * SHAPE.tokens_per_image
+    assert len(set(marks)) == 2  # two runs, never read as one
+    assert report.pictures_encoded == 1  # the same picture: encoded once
+
+
+def test_a_conversation_with_pictures_goes_on_with_a_model_that_cannot_see(
+    model_path: Path, tmp_path: Path
+) -> None:
+    p = picture(tmp_path)
+    backend = open_llama(model_path, EngineOptions(n_threads=2))
+    try:
+        earlier = [
+            *ask(p),
+            {"role": "assistant", "content": "A picture of noise."},
+            {"role": "user", "content": "Tell me a word."},
+        ]
+        text, report = reply(backend, earlier)
+        assert report.finish in ("done", "length"), report.error
+        assert text
+        _, refused = reply(backend, [*earlier[:3], *ask(p, "And this one?")])
+        assert refused.finish == "error"
+        assert "cannot see pictures" in str(refused.error)
+    finally:
+        backend.close()
+
+
+def test_in_a_folder_of_several_models_a_projector_goes_only_with_its_own(
+    model_path: Path, tmp_path: Path
+) -> None:
+    folder, model = models_folder(model_path, tmp_path)
+    other = folder / "Llama-3.2-1B-Q4_K_M.gguf"
+    other.symlink_to(model_path)
+    generic = write_projector(folder / "mmproj-F16.gguf", SHAPE)
+    # A name that says whose it is not: paired with neither.
+    assert read_model_card(model).projector is None
+    assert read_model_card(other).projector is None
+    generic.unlink()
+    mine = write_projector(folder / "mmproj-SmolVLM-test-f16.gguf", SHAPE)
+    assert read_model_card(model).projector == mine
+    assert read_model_card(other).projector is None

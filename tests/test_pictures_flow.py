@@ -14,8 +14,10 @@ from PySide6.QtWidgets import QAbstractButton
 from pytestqt.qtbot import QtBot
 
 from app.documents import Attachment
-from app.engine import EngineOptions
+from app.engine import ChatMessage, EngineOptions
+from app.engine.context import fit_to_context
 from app.engine.llama import open_llama
+from app.engine.pictures import Picture
 from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader, is_picture_file, read_picture
@@ -27,7 +29,7 @@ from app.store.exchange import NotAConversationError, from_json, to_json
 from app.store.pictures import picture_path
 from app.ui.chat.transcript import PictureDialog, show_attachment
 from app.ui.composer.attachment_tray import ChipState
-from tests.conftest import Loop, run_until
+from tests.conftest import Loop, run_for, run_until
 from tests.test_window import open_window
 
 
@@ -271,3 +273,31 @@ def test_stop_while_the_model_looks_at_a_picture_lands_and_a_retry_completes(
     run_until(loop, lambda: not session.generating, timeout=120)
     assert session.conversation.messages[-1].status in ("complete", "length")
     loop.run_until_complete(session.close())
+
+
+def test_pictures_count_in_fitting_the_context(tmp_path: Path) -> None:
+    photo = Picture("0" * 64, tmp_path / "photo.png")
+    history: list[ChatMessage] = [
+        {"role": "user", "content": "one", "pictures": (photo,)},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    kept, dropped = fit_to_context(history, lambda text: len(text.split()), 100, 0)
+    assert dropped == 0
+    # The picture's 256 positions do not fit beside the rest: its turn goes first.
+    kept, dropped = fit_to_context(history, lambda text: len(text.split()), 100, 256)
+    assert dropped == 2
+    assert kept == history[2:]
+
+
+def test_pasting_text_with_a_picture_beside_it_inserts_the_text(qtbot: QtBot, loop: Loop) -> None:
+    window = open_window(qtbot, scripted_session(loop))
+    image = QImage(8, 8, QImage.Format.Format_RGB32)
+    image.fill(QColor("red"))
+    mime = QMimeData()
+    mime.setImageData(image)  # what office apps add beside a copied selection
+    mime.setText("copied words")
+    window.composer.insertFromMimeData(mime)
+    assert window.composer.toPlainText() == "copied words"
+    run_for(loop, 0.2)
+    assert window.tray.names() == []

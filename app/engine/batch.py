@@ -91,6 +91,10 @@ class SequenceHost(Protocol):
         """The prompt's token ids and the strings that end its reply (raises on failure)."""
         ...
 
+    def pictures_seen(self, messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
+        """The turns without their pictures if the model cannot see (raises if the newest has)."""
+        ...
+
     def render_pictures(
         self, messages: Sequence[ChatMessage], stop: StopSignal
     ) -> tuple[MediaPrompt, tuple[str, ...]]:
@@ -276,6 +280,7 @@ class BatchDecoder:
         report = reply.report
         self._placed.append(reply)
         try:
+            reply.messages = self._host.pictures_seen(reply.messages)
             if reply.plain is None and any(m.get("pictures") for m in reply.messages):
                 reply.media, stop_strings = self._host.render_pictures(reply.messages, reply.stop)
                 prompt = reply.media.tokens
@@ -389,9 +394,16 @@ class BatchDecoder:
         done = len(sequence.tokens)
         if reading.media is not None and reading.prompt[done] < 0:
             # A picture: encoded (or kept) and decoded for this sequence alone, whole.
-            code, n = self._host.feed_picture(
-                reading.media, sequence, reading.report, done, reading.stop
-            )
+            try:
+                code, n = self._host.feed_picture(
+                    reading.media, sequence, reading.report, done, reading.stop
+                )
+            except Exception as exc:  # a picture that cannot be read ends its reply alone
+                sequence.discard_uncounted()
+                if not self._host.record_failure(exc, reading.report):
+                    raise
+                self._end(reading)
+                return
             if code != 0:
                 self._drop_step([reading], code)
                 return

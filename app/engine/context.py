@@ -20,7 +20,10 @@ class PromptTooLongError(Exception):
 
 
 def fit_to_context(
-    messages: Sequence[ChatMessage], count: Callable[[str], int], budget: int
+    messages: Sequence[ChatMessage],
+    count: Callable[[str], int],
+    budget: int,
+    picture_tokens: int = 0,
 ) -> tuple[list[ChatMessage], int]:
     """Leave out the oldest turns until the prompt fits in ``budget`` tokens.
 
@@ -28,13 +31,19 @@ def fit_to_context(
     prompt together with the reply that followed it, so the model never sees a reply
     without its question.
 
+    A turn's pictures count ``picture_tokens`` each (the positions one takes in the prompt,
+    as the model's projector lays it out).
+
     Returns:
         The turns to send, and how many were left out.
 
     Raises:
         PromptTooLongError: the system prompt and the newest turn alone exceed ``budget``.
     """
-    sizes = [count(m["content"]) + TEMPLATE_OVERHEAD for m in messages]
+    sizes = [
+        count(m["content"]) + TEMPLATE_OVERHEAD + picture_tokens * len(m.get("pictures", ()))
+        for m in messages
+    ]
     system = [i for i, m in enumerate(messages) if m["role"] == "system"]
     fixed = sum(sizes[i] for i in system) + (sizes[-1] if messages else 0)
     if fixed > budget:

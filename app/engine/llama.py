@@ -321,6 +321,12 @@ class LlamaBackend:
         return self._info
 
     @property
+    def picture_tokens(self) -> int:
+        """The positions a picture takes in a prompt, as far as known (0: it cannot see)."""
+        projector = self.projector
+        return projector.tokens_per_picture if projector is not None and projector.sees else 0
+
+    @property
     def native_model(self) -> Any:
         """llama.cpp's model (a ``llama_model`` pointer), for a projector opened beside it."""
         return self._llm.model
@@ -460,6 +466,7 @@ class LlamaBackend:
         plain: str | None = None,
     ) -> Generator[str, None, None]:
         media: MediaPrompt | None = None
+        messages = self.pictures_seen(messages)
         if plain is None and any(message.get("pictures") for message in messages):
             media, stop_strings = self.render_pictures(messages, stop)
             prompt = media.tokens
@@ -472,6 +479,24 @@ class LlamaBackend:
         finally:
             if media is not None:
                 media.close()
+
+    def pictures_seen(self, messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
+        """The turns as this model reads them: without their pictures if it cannot see.
+
+        A conversation with pictures goes on with a model that cannot see them (its pictures
+        left out) as long as the newest prompt has none.
+
+        Raises:
+            PictureError: the newest prompt has pictures and the model cannot see.
+        """
+        if self.projector is not None and self.projector.sees:
+            return messages
+        if not any(m.get("pictures") for m in messages):
+            return messages
+        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
+        if last_user is not None and last_user.get("pictures"):
+            raise PictureError(_CANNOT_SEE)
+        return [{"role": m["role"], "content": m["content"]} for m in messages]
 
     def render_pictures(
         self, messages: Sequence[ChatMessage], stop: StopSignal

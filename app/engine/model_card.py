@@ -376,30 +376,42 @@ def find_projector(model: Path) -> Path | None:
     """The projector that goes with ``model``: an ``mmproj*.gguf`` in the same folder.
 
     Hub repositories of vision models (SmolVLM, Gemma 3, Qwen-VL by ggml-org, unsloth,
-    bartowski) put the projector beside the model as ``mmproj-<model>-<type>.gguf``. Of
-    several, the one whose name shares the longest start with the model's (after
-    ``mmproj-``) is chosen; the file itself is never taken for its own projector.
+    bartowski) put the projector beside the model as ``mmproj-<model>-<type>.gguf``, or
+    ``mmproj-<type>.gguf``. In a folder of one model, its projector is the one whose name
+    shares the longest start with the model's (after ``mmproj-``). In a folder of several
+    (the downloads folder), a projector goes only with the model whose name it shares the
+    most with, at least a few letters: ``mmproj-F16.gguf`` there belongs to no model in
+    particular, and is paired with none.
     """
     try:
-        candidates = [
-            p
-            for p in model.parent.glob("*.gguf")
-            if "mmproj" in p.name.lower() and p.resolve() != model.resolve() and p.is_file()
-        ]
+        ggufs = [p for p in model.parent.glob("*.gguf") if p.is_file()]
     except OSError:
         return None
+    candidates = [p for p in ggufs if "mmproj" in p.name.lower() and p.resolve() != model.resolve()]
     if not candidates:
         return None
+    models = [p for p in ggufs if "mmproj" not in p.name.lower()]
+    best = max(sorted(candidates), key=lambda p: _shared(p, model))
+    if len(models) <= 1:
+        return best
+    mine = _shared(best, model)
+    if mine < _SHARED_AT_LEAST or any(_shared(best, other) > mine for other in models):
+        return None
+    return best
+
+
+_SHARED_AT_LEAST = 4
+"""Letters a projector's name must share with its model's in a folder of several models."""
+
+
+def _shared(projector: Path, model: Path) -> int:
+    """How many letters the projector's name (after ``mmproj-``) shares with the model's."""
+    name = projector.stem.lower().replace("mmproj-", "").replace("mmproj", "")
     stem = model.stem.lower()
-
-    def shared(path: Path) -> int:
-        name = path.stem.lower().replace("mmproj-", "").replace("mmproj", "")
-        return next(
-            (i for i, (a, b) in enumerate(zip(name, stem, strict=False)) if a != b),
-            min(len(name), len(stem)),
-        )
-
-    return max(sorted(candidates), key=shared)
+    return next(
+        (i for i, (a, b) in enumerate(zip(name, stem, strict=False)) if a != b),
+        min(len(name), len(stem)),
+    )
 
 
 def projector_senses(path: Path) -> tuple[bool, bool]:

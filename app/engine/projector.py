@@ -59,6 +59,9 @@ _CHUNK_AUDIO = 2  # MTMD_INPUT_CHUNK_TYPE_AUDIO
 _RAM_PICTURES = 32
 """Encoded pictures kept in RAM (a few MB each for real projectors)."""
 
+_TOKENS_PER_PICTURE = 256
+"""What a picture is reckoned to take before one was laid out (Gemma 3's fixed 256)."""
+
 _RAM_PIXELS_BYTES = 64 * 1024 * 1024
 """Decoded pictures kept in RAM, in all (3 bytes a pixel: 36 MB for a 12-megapixel photo)."""
 
@@ -96,6 +99,7 @@ class MediaRun:
         placeholder: the id its positions hold in the token list.
         picture: the picture.
         chunk_index: its chunk in the prompt's libmtmd chunks.
+        tile: which of the picture's chunks it is (0 unless the projector cuts it in tiles).
     """
 
     start: int
@@ -103,6 +107,12 @@ class MediaRun:
     placeholder: int
     picture: Picture
     chunk_index: int
+    tile: int = 0
+
+    @property
+    def key(self) -> str:
+        """What its embeddings are kept under: the picture's digest and the tile."""
+        return f"{self.picture.digest}.{self.tile}"
 
 
 class MediaPrompt:
@@ -134,9 +144,16 @@ class MediaPrompt:
             self._chunks = None
 
 
-def placeholder(picture: Picture, projector_digest: str) -> int:
-    """The id a picture's positions hold: negative (never a token), the same for the same pair."""
-    key = hashlib.sha256(f"{projector_digest}:{picture.digest}".encode()).digest()
+def placeholder(picture: Picture, projector_digest: str, occurrence: int, tile: int) -> int:
+    """The id a picture's positions hold: negative (never a token).
+
+    The same for the same picture, projector, place among the prompt's pictures and tile
+    (a projector that cuts a large picture into tiles gives each its chunk), so a follow-up's
+    token list matches the turn before; different for each of those, so two runs next to
+    each other (the same picture twice, two tiles) never read as one.
+    """
+    text = f"{projector_digest}:{picture.digest}:{occurrence}:{tile}"
+    key = hashlib.sha256(text.encode()).digest()
     return -1 - int.from_bytes(key[:4], "little") % (2**31 - 2)
 
 
@@ -217,6 +234,8 @@ class Projector:
         self._pixels: OrderedDict[str, tuple[int, int, bytes]] = OrderedDict()
         self.encodes = 0
         """Pictures encoded since opening (the rest came from RAM or disk)."""
+        self.tokens_per_picture = _TOKENS_PER_PICTURE
+        """The most positions a picture took in a prompt laid out so far (an estimate first)."""
         self.last_encode_seconds = 0.0
 
     # -- prompts -------------------------------------------------------------------------
@@ -238,7 +257,14 @@ class Projector:
                     )
                 )
             )
-        bitmaps = [self._bitmap(picture) for picture in pictures]
+        bitmaps: list[Any] = []
+        try:
+            for occurrence, picture in enumerate(pictures):
+                bitmaps.append(self._bitmap(picture, occurrence))
+        except BaseException:
+            for bitmap in bitmaps:
+                mtmd.mtmd_bitmap_free(bitmap)
+            raise
         chunks = mtmd.mtmd_input_chunks_init()
         try:
             data = text.encode("utf-8")
@@ -262,20 +288,33 @@ class Projector:
                     {"code": code},
                 )
             )
-        return self._layout(chunks, pictures)
+        try:
+            return self._layout(chunks, pictures)
+        except BaseException:
+            mtmd.mtmd_input_chunks_free(chunks)
+            raise
 
     def _layout(self, chunks: Any, pictures: Sequence[Picture]) -> MediaPrompt:
         tokens: list[int] = []
         runs: list[MediaRun] = []
-        by_digest = {picture.digest: picture for picture in pictures}
+        tiles: dict[int, int] = {}  # chunks seen so far of each picture's occurrence
         for index in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, index)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
             if kind in (_CHUNK_IMAGE, _CHUNK_AUDIO):
                 n = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
-                picture = by_digest[mtmd.mtmd_input_chunk_get_id(chunk).decode("ascii")]
-                mark = placeholder(picture, self.digest)
-                runs.append(MediaRun(len(tokens), n, mark, picture, index))
+                # Each bitmap's id is its place among the prompt's pictures (see prompt()).
+                occurrence = int(mtmd.mtmd_input_chunk_get_id(chunk).decode("ascii"))
+                picture = pictures[occurrence]
+                tile = tiles.get(occurrence, 0)
+                tiles[occurrence] = tile + 1
+                mark = placeholder(picture, self.digest, occurrence, tile)
+                runs.append(MediaRun(len(tokens), n, mark, picture, index, tile))
+                if tile == 0:
+                    self.tokens_per_picture = max(self.tokens_per_picture, n)
+                else:  # a picture cut in tiles: all its tiles
+                    tiled = sum(r.length for r in runs if r.picture is picture)
+                    self.tokens_per_picture = max(self.tokens_per_picture, tiled)
                 tokens.extend([mark] * n)
             else:
                 count = ctypes.c_size_t(0)
@@ -283,7 +322,7 @@ class Projector:
                 tokens.extend(ids[i] for i in range(count.value))
         return MediaPrompt(tokens, runs, chunks)
 
-    def _bitmap(self, picture: Picture) -> Any:
+    def _bitmap(self, picture: Picture, occurrence: int) -> Any:
         # Each turn lays the whole conversation out again, pictures included: the decoded
         # pixels of the latest few are kept, so a follow-up does not decode them again.
         decoded = self._pixels.get(picture.digest)
@@ -298,7 +337,7 @@ class Projector:
         width, height, rgb = decoded
         buffer = (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb)
         bitmap = mtmd.mtmd_bitmap_init(width, height, buffer)
-        mtmd.mtmd_bitmap_set_id(bitmap, picture.digest.encode("ascii"))
+        mtmd.mtmd_bitmap_set_id(bitmap, str(occurrence).encode("ascii"))
         return bitmap
 
     # -- encoding ------------------------------------------------------------------------
@@ -310,8 +349,10 @@ class Projector:
             EncodeStoppedError: Stop was pressed during the encode.
             ProjectorError: the encoder failed.
         """
-        key = run.picture.digest
+        key = run.key
         found = self._ram.get(key)
+        if found is not None and found.shape != (run.length, self._width):
+            found = None  # kept for another layout of the picture (never decoded short)
         if found is None:
             found = self._read(key, run.length)
         if found is None:
@@ -409,17 +450,20 @@ class Projector:
         path = self._path(key)
         if path is None:
             return
+        part: Path | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as out:
+                part = Path(out.name)
                 np.save(out, embd, allow_pickle=False)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(out.name, path)
+            os.replace(part, path)
         except OSError as exc:  # a full disk costs the next restart an encode, nothing more
             log.warning("Could not keep the encoded picture on disk: %s", exc)
-            with contextlib.suppress(OSError):
-                Path(out.name).unlink(missing_ok=True)
+            if part is not None:
+                with contextlib.suppress(OSError):
+                    part.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Free the encoder."""

@@ -711,7 +711,11 @@ class InferenceWorker(QThread):
         # Room for the answer: the token limit, but never more than a quarter of the context.
         budget = n_ctx - min(job.settings.max_tokens, n_ctx // 4)
         try:
-            messages, dropped = fit_to_context(job.messages, backend.count_tokens, budget)
+            # A model that sees says what a picture takes (others have no pictures to count).
+            per_picture = int(getattr(backend, "picture_tokens", 0))
+            messages, dropped = fit_to_context(
+                job.messages, backend.count_tokens, budget, per_picture
+            )
         except PromptTooLongError as exc:
             job.report.finish = "error"
             job.report.error = Sentence(

@@ -28,6 +28,15 @@ def picture_path(digest: str, folder: Path | None = None) -> Path:
     return (folder or pictures_dir()) / digest[:2] / digest
 
 
+def kept(digest: str, size: int, folder: Path | None = None) -> bool:
+    """Whether a picture of ``digest`` (and ``size`` bytes) is kept already."""
+    path = picture_path(digest, folder)
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
 def keep_picture(source: Path, folder: Path | None = None) -> tuple[str, Path]:
     """Copy ``source`` into the pictures folder under its digest; returns (digest, path).
 
@@ -45,7 +54,7 @@ def keep_picture_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Pa
     """
     digest = hashlib.sha256(data).hexdigest()
     path = picture_path(digest, folder)
-    if path.exists() and path.stat().st_size == len(data):
+    if kept(digest, len(data), folder):
         return digest, path
     path.parent.mkdir(parents=True, exist_ok=True)
     part: Path | None = None

@@ -103,7 +103,9 @@ class Composer(QPlainTextEdit):
         if paths:
             self.files_pasted.emit(paths)
             return
-        if source.hasImage():
+        # Office apps put a picture of the selection beside its text: the text is what was
+        # copied. A picture alone (a screenshot) is attached.
+        if source.hasImage() and not source.text().strip():
             image = source.imageData()
             if isinstance(image, QImage) and not image.isNull():
                 self.picture_pasted.emit(image)

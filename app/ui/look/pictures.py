@@ -20,6 +20,11 @@ THUMBNAIL_PX = 28
 """A thumbnail's longer side on a chip, in pixels."""
 
 
+_DECODING = threading.BoundedSemaphore(2)
+"""Pictures decoded at once: a conversation with many large ones decodes them two by two
+(a PNG is read whole before it is scaled)."""
+
+
 class _Delivery(QObject):
     done = Signal(QImage)
 
@@ -36,17 +41,21 @@ def load_picture(
     delivery.done.connect(deliver)
 
     def work() -> None:
-        image = QImage()
-        if path.is_file():
-            reader = QImageReader(str(path))
-            reader.setAutoTransform(True)
-            size = reader.size()
-            if size.isValid() and (
-                size.width() > largest.width() or size.height() > largest.height()
-            ):
-                reader.setScaledSize(size.scaled(largest, Qt.AspectRatioMode.KeepAspectRatio))
-            image = reader.read()
+        with _DECODING:
+            image = _read(path, largest)
         with contextlib.suppress(RuntimeError):  # the owner (and the delivery) are gone
             delivery.done.emit(image)
 
     threading.Thread(target=work, name="floodgate-picture", daemon=True).start()
+
+
+def _read(path: Path, largest: QSize) -> QImage:
+    """``path`` decoded to fit ``largest`` (a null image when it cannot be read)."""
+    if not path.is_file():
+        return QImage()
+    reader = QImageReader(str(path))
+    reader.setAutoTransform(True)
+    size = reader.size()
+    if size.isValid() and (size.width() > largest.width() or size.height() > largest.height()):
+        reader.setScaledSize(size.scaled(largest, Qt.AspectRatioMode.KeepAspectRatio))
+    return reader.read()
