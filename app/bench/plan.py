@@ -271,7 +271,7 @@ class Plan:
                 parallel_slow_rounds=1,
                 parallel_peer_rounds=1,
                 speculative_rounds=1,
-                speculative_tokens=48,
+                speculative_tokens=160,
                 speculative_same_prompts=4,
                 speculative_same_tokens=24,
             )
