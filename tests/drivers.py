@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from app.flow.session import ModelState
 from app.ui.window.main_window import MainWindow
@@ -16,3 +17,12 @@ async def send_when_ready(window: MainWindow, prompt: str = LONG_PROMPT) -> None
         await asyncio.sleep(0.01)
     window.composer.setPlainText(prompt)
     window.send()
+
+
+async def report_shown(window: MainWindow) -> None:
+    """Every 50 ms, print ``shown <characters> <time>``: the reply on screen, and when."""
+    session = window.session
+    while True:
+        reply = session.conversation.messages[-1]
+        print(f"shown {len(reply.content)} {time.time():.6f}", flush=True)
+        await asyncio.sleep(0.05)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from pathlib import Path
 
 from app.flow.session import ModelState
 from app.main import main
 from app.ui.window.main_window import MainWindow
-from tests.drivers import LONG_PROMPT
+from tests.drivers import LONG_PROMPT, report_shown
 
 
 async def attach_ask_and_report(window: MainWindow) -> None:
@@ -28,10 +27,7 @@ async def attach_ask_and_report(window: MainWindow) -> None:
         await asyncio.sleep(0.01)
     window.composer.setPlainText(LONG_PROMPT)
     window.send()
-    while True:
-        reply = session.conversation.messages[-1]
-        print(f"shown {len(reply.content)} {time.time():.6f}", flush=True)
-        await asyncio.sleep(0.05)
+    await report_shown(window)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import hashlib
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,7 @@ from app.engine.pictures import PictureError
 from app.engine.pictures import verify as check_picture
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
-from app.store.pictures import keep_picture, keep_picture_bytes, kept
+from app.store.pictures import keep_checked_bytes, keep_picture
 
 TokenCounter = Callable[[str], int | None]
 """The open model's token count of a text; None when no model is open. Called off the UI
@@ -415,14 +414,7 @@ def picture_from_bytes(data: bytes, name: str, folder: Path | None = None) -> At
         PictureError: not a picture Floodgate reads, or too large (nothing is kept).
         OSError: it could not be written.
     """
-    before = kept(hashlib.sha256(data).hexdigest(), len(data), folder)
-    digest, path = keep_picture_bytes(data, folder)
-    try:
-        check_picture(path)
-    except PictureError:
-        if not before:  # a file kept before belongs to other conversations too
-            path.unlink(missing_ok=True)
-        raise
+    digest, _path = keep_checked_bytes(data, check_picture, folder)
     return Attachment(
         name=name, kind="picture", size=len(data), text="", tokens=None, digest=digest
     )

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from pathlib import Path
 
 from app.engine.pictures import Picture, PictureError, verify
 from app.server.errors import ApiError
-from app.store.pictures import keep_picture_bytes, kept
+from app.store.pictures import keep_checked_bytes
 
 MAX_PICTURE_BYTES = 20 * 1024 * 1024
 """The largest picture a request may carry (decoded)."""
@@ -62,13 +61,9 @@ def picture_from_url(url: str, param: str, folder: Path | None = None) -> Pictur
             param=param,
             code="invalid_image_url",
         ) from None
-    before = kept(hashlib.sha256(data).hexdigest(), len(data), folder)
-    digest, path = keep_picture_bytes(data, folder)
     try:
-        verify(path)
+        digest, path = keep_checked_bytes(data, verify, folder)
     except PictureError as exc:
-        if not before:  # a file kept before belongs to conversations too
-            path.unlink(missing_ok=True)
         fields = {**exc.sentence.fields, "name": param}
         raise ApiError(
             400, exc.sentence.template.format(**fields), param=param, code="invalid_image"

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from app.store.paths import data_dir
@@ -35,6 +36,28 @@ def kept(digest: str, size: int, folder: Path | None = None) -> bool:
         return path.stat().st_size == size
     except OSError:
         return False
+
+
+def keep_checked_bytes(
+    data: bytes, check: Callable[[Path], object], folder: Path | None = None
+) -> tuple[str, Path]:
+    """Keep a picture's bytes, then ``check`` the kept file; returns (digest, path).
+
+    When ``check`` raises, the file goes again, unless it was kept before (another
+    conversation refers to it), and the exception goes on.
+
+    Raises:
+        OSError: the file could not be written; whatever ``check`` raises.
+    """
+    before = kept(hashlib.sha256(data).hexdigest(), len(data), folder)
+    digest, path = keep_picture_bytes(data, folder)
+    try:
+        check(path)
+    except BaseException:
+        if not before:
+            path.unlink(missing_ok=True)
+        raise
+    return digest, path
 
 
 def keep_picture(source: Path, folder: Path | None = None) -> tuple[str, Path]:
