@@ -39,6 +39,12 @@ unless told otherwise, so the tests, the bench and the self-test compare single 
 PARALLEL_MAX = 8
 """The most replies side by side the Settings dialog offers (``--parallel`` takes more)."""
 
+# Speculative decoding (see app/engine/draft.py).
+PROMPT_LOOKUP = False
+"""Guess ahead from the conversation (prompt lookup): off, because on a CPU llama.cpp computes
+a token checked within a call of several in another order than the same token alone, so a
+reply with guesses can differ in a word from the one without (README, ``speculative``)."""
+
 # The prompt cache: processed prompts kept per conversation (KV cache states).
 CACHE_RAM_MB = 1024
 """A gigabyte of RAM: about 40 conversations of 1,200 tokens with a 135M model, or 8 with an

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from app.engine import (
     StopSignal,
     generation,
 )
+from app.engine.batch import BatchDecoder, BatchedReply
 from app.engine.draft import GAIN_NEEDED, DraftCosts, Drafter, PromptLookup
 from app.engine.llama import LlamaBackend, open_llama
 
@@ -160,6 +162,28 @@ def test_a_draft_must_beat_a_call_of_one_by_the_margin() -> None:
     drafter.saw(1)
     drafter.saw(2)
     assert drafter.draft(1) == []
+
+
+def test_call_times_measured_only_in_a_batch_are_a_start_for_hopes() -> None:
+    costs = _costs(lambda n: 0.012, range(4, 5))  # steps of four replies, never a call of one
+    assert math.isnan(costs.seconds(3))
+    assert costs.seconds(6) == pytest.approx(0.012 + 2 * 0.25 * 0.012 / 4)
+
+
+def test_beside_other_replies_a_draft_must_pay_for_their_slower_step() -> None:
+    context = [1, 2, 3, 4] * 10
+    costs = _costs(lambda n: 0.010 + 0.002 * n)  # each row adds a fifth of a call
+    # Alone, a proposal kept half the time gives 1.5 tokens for 1.17 calls' time: checked.
+    alone = Drafter(context, costs)
+    alone.saw(1)
+    alone.saw(2)
+    assert alone.draft(1) == [3]
+    # Beside three replies, its row slows all four: 4.5 tokens for 1.125 steps' time, less
+    # than the margin over 4 tokens a step.
+    beside = Drafter(context, costs)
+    beside.saw(1)
+    beside.saw(2)
+    assert beside.draft(1, beside=3) == []
 
 
 # --------------------------------------------------------------------- with the model
@@ -314,3 +338,86 @@ def test_stop_in_a_draft_check_then_a_follow_up_is_the_exact_modes(
         assert reply(drafting, follow_up)[0] == reply(exact, follow_up)[0]
     finally:
         exact.close()
+
+
+@pytest.mark.model
+def test_replies_side_by_side_with_drafts_are_their_plain_replies(model_path: Path) -> None:
+    """Two copying replies in one batch, each checking its own drafts in the same calls."""
+    options = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, parallel=2)
+    drafting = open_llama(model_path, replace(options, prompt_lookup=True))
+    plain = open_llama(model_path, options)
+    drafting._draft_costs = Flat()
+    try:
+        names = ["code", "text"]
+        ours = side_by_side(drafting, [COPYING[n] for n in names])
+        theirs = side_by_side(plain, [COPYING[n] for n in names])
+        for name, (text, report), (expected, plain_report) in zip(names, ours, theirs, strict=True):
+            assert plain_report.drafted == 0
+            assert report.batch_peak == 2
+            assert text == expected, name
+            assert report.finish == plain_report.finish
+            assert report.draft_kept > report.reply_tokens / 3, name
+        for sequence in drafting.batch.sequences if drafting.batch else ():
+            assert sequence.in_step()
+    finally:
+        drafting.close()
+        plain.close()
+
+
+def side_by_side(
+    backend: LlamaBackend, contents: list[str], stops: list[StopSignal] | None = None
+) -> list[tuple[str, GenerationReport]]:
+    """Replies decoded in one batch, stepped here until every one has ended.
+
+    ``stops`` gets the first reply's stop signal, for a test to press.
+    """
+    batch = backend.batch
+    assert batch is not None
+    results: list[tuple[list[str], GenerationReport, StopSignal]] = []
+    for content in contents:
+        pieces: list[str] = []
+        report = GenerationReport()
+        stop = StopSignal()
+        messages: list[ChatMessage] = [{"role": "user", "content": content}]
+        offer = lambda t, p=pieces: p.append(t) or True  # noqa: E731 - the reader has room
+        assert batch.place(BatchedReply(messages, GREEDY, stop, report, offer, lambda: None))
+        results.append((pieces, report, stop))
+        if stops is not None and len(results) == 1:
+            stops.append(stop)
+    while batch.busy:
+        batch.step()
+    return [("".join(pieces), report) for pieces, report, _ in results]
+
+
+@pytest.mark.model
+def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, parallel=2)
+    drafting = open_llama(model_path, replace(options, prompt_lookup=True))
+    plain = open_llama(model_path, options)
+    drafting._draft_costs = Flat()
+    stops: list[StopSignal] = []
+    decode = BatchDecoder._decode
+
+    def stop_the_first_while_checking(self: BatchDecoder, what: str, **args: int) -> int:
+        if what == "decode step" and args["rows"] > args["replies"] and stops:
+            stops.pop().set()  # raised just before the call: the abort callback ends it
+        return decode(self, what, **args)
+
+    try:
+        expected = side_by_side(plain, [COPYING["code"], COPYING["text"]])[1][0]
+        monkeypatch.setattr(BatchDecoder, "_decode", stop_the_first_while_checking)
+        (_, cut_report), (text, report) = side_by_side(
+            drafting, [COPYING["code"], COPYING["text"]], stops
+        )
+        assert not stops  # a step with drafts came, and the Stop was pressed in it
+        assert report.draft_kept > 0
+        assert text == expected  # the other reply lost one step, not its text
+        assert cut_report.reply_tokens < report.reply_tokens
+        assert drafting.batch is not None
+        for sequence in drafting.batch.sequences:
+            assert sequence.in_step()  # the aborted step's rows, drafts too, were cut back
+    finally:
+        drafting.close()
+        plain.close()

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox, QLineEdit, QSpinBox
+from PySide6.QtWidgets import QCheckBox, QDialogButtonBox, QLineEdit, QSpinBox
 from pytestqt.qtbot import QtBot
 
 from app import defaults, serve
@@ -130,7 +130,13 @@ def test_applying_settings_to_the_session(loop: Loop) -> None:
 
 def test_the_command_line_wins_over_saved_settings() -> None:
     args = argparse.Namespace(
-        threads=3, ctx=None, queue_bound=None, compute="cpu", gpu_layers=None, parallel=None
+        threads=3,
+        ctx=None,
+        queue_bound=None,
+        compute="cpu",
+        gpu_layers=None,
+        parallel=None,
+        prompt_lookup=None,
     )
     assert with_command_line(
         Settings(decode_threads=1, n_ctx=2048, gpu_layers=9, parallel=2), args
@@ -225,3 +231,47 @@ def test_a_conversation_keeps_only_what_differs_from_the_apps_settings(qtbot: Qt
     assert valid
     assert overrides(replace(base, **values), base) == {"temperature": 0.2}
     assert with_overrides(base, {"temperature": 0.2, "n_ctx": 99}) == replace(base, temperature=0.2)
+
+
+# -- guessing ahead (speculative decoding) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("on", True), ("True", True), ("off", False), ("0", False)]
+)
+def test_guessing_ahead_is_on_or_off(text: str, value: bool) -> None:
+    assert parse(FIELD["prompt_lookup"], text) == (value, None)
+    wrong, problem = parse(FIELD["prompt_lookup"], "sometimes")
+    assert wrong is None
+    assert "on or off" in str(problem)
+
+
+def test_guessing_ahead_is_off_unless_chosen_and_reaches_the_engine(floodgate_home: Path) -> None:
+    assert Settings().prompt_lookup is False
+    assert engine_options(Settings()).prompt_lookup is False
+    save_preferences(Preferences(settings=Settings(prompt_lookup=True)))
+    kept = load_preferences().settings
+    assert kept.prompt_lookup is True
+    assert engine_options(kept).prompt_lookup is True
+    saved = Settings(prompt_lookup=True)
+    args = build_parser().parse_args(["--no-prompt-lookup"])
+    assert with_command_line(saved, args).prompt_lookup is False
+    assert with_command_line(saved, build_parser().parse_args([])).prompt_lookup is True
+    on = serve.build_parser().parse_args(["--prompt-lookup"])
+    assert serve.with_command_line(engine_options(Settings()), on).prompt_lookup is True
+
+
+def test_the_dialog_offers_guessing_ahead_as_a_box_to_tick(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(Settings())
+    qtbot.addWidget(dialog)
+    dialog.show()
+    box = dialog.editors["prompt_lookup"]
+    assert isinstance(box, QCheckBox)
+    assert not box.isChecked()
+    assert dialog.sections.widget(1).isAncestorOf(box)  # Compute
+    assert "differ" in box.toolTip()  # says what it may cost
+    box.setChecked(True)
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    with qtbot.waitSignal(dialog.settings_chosen) as chosen:
+        ok.click()
+    assert chosen.args == [Settings(prompt_lookup=True)]

@@ -446,3 +446,36 @@ def test_a_reply_beside_others_marks_its_batch_and_its_pauses() -> None:
     ]
     metrics.begin_reply(GenerationReport(batch_size=2))  # a new reply starts afresh
     assert moments()[-1] == (SIDE_BY_SIDE, "2 replies")
+
+
+def test_guesses_kept_are_shown_in_the_panel_and_drawn_under_the_rate(
+    timeline: Timeline, qtbot: QtBot
+) -> None:
+    view = timeline.view
+    start = time.perf_counter() + 1
+    play_reply(timeline, start)
+    assert not view.kept_curve.isVisible()  # no guesses: nothing more is drawn
+    m = timeline.metrics
+    report = GenerationReport(prompt_tokens=10)
+    m.begin_reply(report, StopSignal())
+    begin = start + 90 * STEP
+    report.prefill_started_at, report.prefill_ended_at = begin - 0.5, begin
+    for step in range(1, 17):
+        report.drafted += 12  # 96 guessed a second, 72 of them kept
+        report.draft_kept += 9
+        timeline.tick(begin + step * STEP)
+    assert view.kept_curve.isVisible()
+    now = begin + 16 * STEP
+    ago, kept = curve(view.kept_curve)
+    assert kept[-1] == pytest.approx(72)
+    timeline.hover_at(-STEP * 4)
+    assert "guessed 96/s, 72/s kept" in timeline.hover_text
+    panel = DiagnosticsPanel(m)
+    qtbot.addWidget(panel)
+    panel.show()
+    report.compute_ended_at = now
+    panel.refresh()
+    assert (
+        panel.values["guesses"].text() == "144 of 192 tokens kept (75 %); 96/s guessed, 72/s kept"
+    )
+    assert ago[-1] == 0

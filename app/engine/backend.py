@@ -89,7 +89,7 @@ class EngineOptions:
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     parallel: int = 1
     reuse_reply_tokens: bool = True
-    prompt_lookup: bool = False
+    prompt_lookup: bool = defaults.PROMPT_LOOKUP
     flash_attn: bool = False
     projector: Path | None = None
 

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import llama_cpp
 
 from app.engine.backend import ChatMessage, GenerationReport, GenerationSettings
+from app.engine.draft import Drafter
 from app.engine.generation import (
     DECODE_ABORTED,
     DecodeFailedError,
@@ -122,6 +123,10 @@ class SequenceHost(Protocol):
         """After a reply: what the sequence keeps of it, handed to the prompt cache."""
         ...
 
+    def drafter(self, prompt: list[int]) -> Drafter | None:
+        """A reply's proposed tokens, if the engine drafts (:mod:`app.engine.draft`)."""
+        ...
+
     def record_failure(self, exc: Exception, report: GenerationReport) -> bool:
         """Word ``exc`` in ``report`` for the user; False if it is not the engine's own."""
         ...
@@ -181,6 +186,13 @@ class BatchedReply:
         self.held_since = 0.0
         self.ending = False
         """It ended by itself (end of text, a stop string, its length); held text goes first."""
+        self.drafter: Drafter | None = None
+        """Its proposals (None: it does not draft)."""
+        self.draft: list[int] = []
+        """Proposed tokens to check after ``pending`` in its next step."""
+        self.checked: list[int] = []
+        """Proposed tokens decoded in its last step and not sampled yet: each kept while it
+        equals the token sampled from the row before it."""
         self.generated = 0
         self.generated_from = 0
         self.limit = 0
@@ -237,6 +249,7 @@ class BatchDecoder:
         self._placed: list[BatchedReply] = []
         self._used: dict[int, int] = {}  # a sequence's id: the step it last served
         self._steps = 0
+        self._beside = 0  # the other replies decoding in the last step (drafts are sized by it)
         self.decode_step = 0.0
         """A step's time while only decoding replies were in it (smoothed), seconds."""
         self.last_size = 0
@@ -307,6 +320,7 @@ class BatchDecoder:
             return True
         reply.prompt = prompt
         reply.stops = StopStrings(stop_strings + reply.settings.stop)
+        reply.drafter = self._host.drafter(prompt)
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()
@@ -361,31 +375,49 @@ class BatchDecoder:
             self._read_prompt(reading, size, mixed=streaming)
 
     def _decode_tokens(self, decoding: list[BatchedReply], size: int) -> None:
-        """Decode each reply's last sampled token in one call, then sample the next ones."""
-        for n, reply in enumerate(decoding):
+        """Decode each reply's last sampled token in one call, then sample the next ones.
+
+        A reply's proposed tokens (its ``draft``) go in the same call after its token, with
+        logits for each row: :meth:`_advance` keeps them while they equal what is sampled.
+        """
+        rows: list[int] = []  # each reply's first row
+        n = 0
+        for i, reply in enumerate(decoding):
             sequence = reply.sequence
             assert sequence is not None
-            self._put(n, reply.pending or 0, len(sequence.tokens), sequence.seq_id, True)
-        self._batch.n_tokens = len(decoding)
+            at = len(sequence.tokens)
+            # Room in the batch for the replies after this one, one row each.
+            reply.draft = reply.draft[: max(0, self._n_batch - n - (len(decoding) - i))]
+            rows.append(n)
+            for offset, token in enumerate((reply.pending or 0, *reply.draft)):
+                self._put(n, token, at + offset, sequence.seq_id, True)
+                n += 1
+        self._batch.n_tokens = n
         started = time.perf_counter()
-        code = self._decode("decode step", replies=len(decoding))
+        code = self._decode("decode step", replies=len(decoding), rows=n)
         elapsed = time.perf_counter() - started
         if code != 0:
-            self._drop_step(decoding, code)
+            self._drop_step(decoding, code)  # their drafts are checked when it is done again
             return
         # Smoothed, weighted to the newest: a newcomer's prompt chunks are sized from it.
         self.decode_step = (
             elapsed if not self.decode_step else 0.8 * self.decode_step + 0.2 * elapsed
         )
-        for n, reply in enumerate(decoding):
+        drafting = next((r.drafter for r in decoding if r.drafter is not None), None)
+        if drafting is not None:
+            drafting.costs.record(n, elapsed)  # the engine's call times, which drafts size by
+        self._beside = len(decoding) - 1
+        for reply, row in zip(decoding, rows, strict=True):
             sequence = reply.sequence
             assert sequence is not None
             assert reply.pending is not None
             sequence.tokens.append(reply.pending)
+            reply.checked, reply.draft = reply.draft, []
+            reply.report.drafted += len(reply.checked)
             reply.report.batch_size = size
             reply.report.batch_peak = max(reply.report.batch_peak, size)
             if not reply.stop.is_set():
-                self._advance(reply, n)
+                self._advance(reply, row)
 
     def _read_prompt(self, reading: BatchedReply, size: int, *, mixed: bool) -> None:
         """Process the next chunk of ``reading``'s prompt; sample its first token at the end."""
@@ -508,31 +540,63 @@ class BatchDecoder:
             reply.pending = -1  # its first token is sampled from this chunk's last output
 
     def _advance(self, reply: BatchedReply, index: int) -> None:
-        """Sample ``reply``'s next token from this step's output ``index``; show its text."""
-        token = int(llama_cpp.llama_sampler_sample(reply.sampler, self._ctx, index))
+        """Sample ``reply``'s next token from this step's output ``index``; show its text.
+
+        While the token sampled is the next of the reply's checked proposals, that one was
+        decoded already: the token after it is sampled from the next row, through the same
+        checks. The first that differs is decoded at the next step, with a new draft.
+        """
+        sequence = reply.sequence
+        assert sequence is not None
+        drafter = reply.drafter
         report = reply.report
-        if llama_cpp.llama_vocab_is_eog(self._vocab, token):
-            self._finish(reply, "done")
-            return
-        reply.generated += 1
-        report.reply_tokens = reply.generated
-        piece = self._pieces.known.get(token)
-        if piece is None:
-            piece = self._pieces(token)
-        text: str = reply.decoder.decode(piece)
-        if reply.stops.stops and text:
-            text = reply.stops.feed(text)
-        if text:
-            report.pieces += 1
-            self._hand(reply, text)
-        if reply.stops.hit:
-            self._finish(reply, "done")
-        elif reply.generated >= reply.limit and (
-            reply.generated >= min(reply.room, reply.limit + 3) or not reply.decoder.getstate()[0]
-        ):
-            self._finish(reply, "length")
-        else:
+        while True:
+            token = int(llama_cpp.llama_sampler_sample(reply.sampler, self._ctx, index))
+            if drafter is not None:
+                drafter.saw(token)
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                self._finish(reply, "done")
+                return
+            reply.generated += 1
+            report.reply_tokens = reply.generated
+            piece = self._pieces.known.get(token)
+            if piece is None:
+                piece = self._pieces(token)
+            text: str = reply.decoder.decode(piece)
+            if reply.stops.stops and text:
+                text = reply.stops.feed(text)
+            if text:
+                report.pieces += 1
+                self._hand(reply, text)
+            if reply.stops.hit:
+                self._finish(reply, "done")
+                return
+            if reply.generated >= reply.limit and (
+                reply.generated >= min(reply.room, reply.limit + 3)
+                or not reply.decoder.getstate()[0]
+            ):
+                self._finish(reply, "length")
+                return
+            checked = reply.checked
+            if checked and token == checked[0] and not reply.stop.is_set():
+                del checked[0]
+                sequence.tokens.append(token)
+                report.draft_kept += 1
+                index += 1
+                continue
+            self._forget_checked(reply)
             reply.pending = token
+            if drafter is not None and not reply.stop.is_set():
+                most = min(reply.limit, reply.room) - reply.generated
+                reply.draft = drafter.draft(most, self._beside)
+            return
+
+    def _forget_checked(self, reply: BatchedReply) -> None:
+        """Drop the KV of ``reply``'s checked proposals that were not kept."""
+        if reply.checked:
+            reply.checked = []
+            if reply.sequence is not None:
+                reply.sequence.discard_uncounted()
 
     def _hand(self, reply: BatchedReply, text: str) -> None:
         """Give ``text`` to the reader, or hold it (the reply waits out of the batch)."""
@@ -558,6 +622,8 @@ class BatchDecoder:
         reply.report.finish = "length" if finish == "length" else "done"
         reply.ending = True
         reply.pending = None
+        reply.draft = []
+        self._forget_checked(reply)
         tail = held_back(reply.decoder, reply.stops)
         if tail:
             reply.report.pieces += 1
@@ -604,6 +670,8 @@ class BatchDecoder:
         if reply._remove_listener is not None:
             reply._remove_listener()
             reply._remove_listener = None
+        self._forget_checked(reply)  # a Stop while its proposals were being kept
+        reply.draft = []
         sequence = reply.sequence
         reply.report.paused = False
         if sequence is not None and not reply.reading_prompt:

@@ -74,14 +74,19 @@ class DraftCosts:
         self._seconds[tokens] = seconds if known is None else known + SMOOTHING * (seconds - known)
 
     def seconds(self, tokens: int) -> float:
-        """The time a call of ``tokens`` tokens takes (NaN until a call of one was measured)."""
+        """The time a call of ``tokens`` tokens takes (NaN until a smaller call was measured).
+
+        The hopeful estimate's unit is a call of one token, or, where only the batch's
+        larger calls were measured, the smallest of them shared by its tokens.
+        """
         known = self._seconds
         if tokens in known:
             return known[tokens]
-        one = known.get(1)
-        if one is None:
+        below = max((n for n in known if n < tokens), default=0)
+        if not below:
             return math.nan
-        below = max(n for n in known if n < tokens)
+        smallest = min(known)
+        one = known[smallest] / smallest
         return known[below] + PRIOR_COST_PER_TOKEN * one * (tokens - below)
 
 
@@ -186,12 +191,17 @@ class Drafter:
         self.lookup.append(token)
         return kept
 
-    def draft(self, most: int) -> list[int]:
+    def draft(self, most: int, beside: int = 0) -> list[int]:
         """The tokens to check beside the next one decoded (at most ``most``); [] for none.
 
         Called after :meth:`saw` of the token about to be decoded. A proposal is looked up
         when none is pending; it is checked when the expected tokens per second with it beat
-        those of a call of one token, else only compared with what comes.
+        those of a call without it, else only compared with what comes.
+
+        Args:
+            most: the most tokens to propose (the reply's length limit and room).
+            beside: the other replies' tokens in the same call (the batch's, one each): the
+                draft's rows slow their step too, so what pays is counted over all of them.
         """
         if self._next < len(self._expected):  # a proposal still being compared with what comes
             return []
@@ -199,25 +209,31 @@ class Drafter:
         self._expected, self._next = proposal, 0
         if not proposal:
             return []
-        size = self._worth(len(proposal))
+        size = self._worth(len(proposal), beside)
         if not size:
             return []
         self._expected = proposal[:size]
         return list(self._expected)
 
-    def _worth(self, available: int) -> int:
-        """How many proposed tokens to check for the most tokens per second (0: none)."""
-        one = self.costs.seconds(1)
-        if math.isnan(one):
+    def _worth(self, available: int, beside: int = 0) -> int:
+        """How many proposed tokens to check for the most tokens per second (0: none).
+
+        The tokens per second of the whole call: the ``beside`` other replies' one token
+        each, this reply's token and the proposed ones expected to be kept. (Other replies'
+        own drafts in the same call are not foreseen: each reply decides as if it drafted
+        alone, and the measured call times correct the next decisions.)
+        """
+        plain = self.costs.seconds(1 + beside)
+        if math.isnan(plain):
             return 0  # nothing measured yet: the first token is decoded alone
         kept_first = (self.after if self._copying else self.first).value
         kept_next = self.after.value
-        best, best_rate = 0, GAIN_NEEDED / one
+        best, best_rate = 0, GAIN_NEEDED * (1 + beside) / plain
         expected = 0.0  # tokens kept, expected, among the first k proposed
         all_kept = kept_first
         for k in range(1, available + 1):
             expected += all_kept
-            rate = (1 + expected) / self.costs.seconds(k + 1)
+            rate = (1 + beside + expected) / self.costs.seconds(1 + beside + k)
             if rate > best_rate:
                 best, best_rate = k, rate
             all_kept *= kept_next

@@ -589,7 +589,7 @@ class LlamaBackend:
                 room=room,
                 stop=stop,
                 report=report,
-                drafter=self._drafter(prompt),
+                drafter=self.drafter(prompt),
                 discard=sequence.discard_uncounted,
             )
         finally:
@@ -643,7 +643,7 @@ class LlamaBackend:
 
         return feed
 
-    def _drafter(self, prompt: list[int]) -> Drafter | None:
+    def drafter(self, prompt: list[int]) -> Drafter | None:
         """Proposals from the context for this reply, when asked for (see EngineOptions)."""
         if not self._options.prompt_lookup:
             return None

@@ -234,6 +234,10 @@ class FlowMetrics:
     prefill_ended_at: float | None = None
     python_ms_per_token: float = 0.0
     """The worker's own Python time per generated token (0 when the engine does not say)."""
+    drafted: int = 0
+    """Tokens guessed ahead and checked in the reply so far (speculative decoding)."""
+    draft_kept: int = 0
+    """Of those, the ones the model wrote too (each saved a call of the model)."""
     cache: CacheFigures = field(default_factory=CacheFigures)
     threads: str = ""
     """The local model's thread counts and how they were chosen, in words ("" before a model)."""
@@ -318,6 +322,7 @@ class FlowMetrics:
             self._marked = set()
             self._batch_seen, self._paused_seen = 0, False
             self.prompt_tokens = self.cached_tokens = self.prefill_done = 0
+            self.drafted = self.draft_kept = 0
             self.prefill_started_at = self.prefill_ended_at = None
             if reply.sent_at:
                 self._mark_once(REPLY_START, reply.sent_at)
@@ -329,6 +334,8 @@ class FlowMetrics:
             self.prefill_started_at = report.prefill_started_at
             self.prefill_ended_at = report.prefill_ended_at
             self.python_ms_per_token = report.python_ms_per_token
+            self.drafted = report.drafted
+            self.draft_kept = report.draft_kept
             started = report.prefill_started_at
             if started is not None and (report.prompt_tokens or report.prefill_ended_at):
                 # Marked once the prompt's length is known (the engine says so as processing
@@ -378,6 +385,19 @@ class FlowMetrics:
             self.mark(name, at, detail)
 
     @property
+    def guesses_per_s(self) -> tuple[float, float] | None:
+        """Tokens guessed ahead and kept per second of the reply's writing; None: no guess."""
+        report = self.report
+        started = self.prefill_ended_at
+        if not self.drafted or report is None or started is None:
+            return None
+        end = report.compute_ended_at
+        seconds = (end if end is not None else time.perf_counter()) - started
+        if seconds <= 0:
+            return None
+        return self.drafted / seconds, self.draft_kept / seconds
+
+    @property
     def prefill_fraction(self) -> float | None:
         """How much of the prompt is processed (0 to 1), or None before it is known."""
         if not self.prompt_tokens:
@@ -423,6 +443,9 @@ class FlowSample(NamedTuple):
             frames).
         prefill: the share of the prompt processed while it is being processed, else NaN.
         gpu_mb: megabytes in use on the model's GPU, else NaN.
+        guessed_per_s: tokens guessed ahead and checked per second since the previous
+            reading (speculative decoding; 0 without guesses).
+        kept_per_s: of those, the ones the model wrote too, per second.
     """
 
     at: float
@@ -433,6 +456,8 @@ class FlowSample(NamedTuple):
     loop_lag_ms: float
     prefill: float
     gpu_mb: float = math.nan
+    guessed_per_s: float = 0.0
+    kept_per_s: float = 0.0
 
 
 class FlowSampler:
@@ -459,6 +484,18 @@ class FlowSampler:
         self._frames_seen = metrics.frame_cost_ms.count
         self._lags_seen = metrics.loop_lag_ms.count
         self._waits_seen = metrics.backpressure_waits
+        self._guesses_seen: tuple[object, float, int, int] = (None, 0.0, 0, 0)
+
+    def _guesses(self, now: float) -> tuple[float, float]:
+        """Guessed and kept tokens per second since the previous reading."""
+        m = self.metrics
+        report, at, drafted, kept = self._guesses_seen
+        if m.report is not report:
+            drafted = kept = 0
+        self._guesses_seen = (m.report, now, m.drafted, m.draft_kept)
+        if not at or now <= at:
+            return 0.0, 0.0
+        return (m.drafted - drafted) / (now - at), (m.draft_kept - kept) / (now - at)
 
     def sample(self, now: float | None = None) -> FlowSample:
         """Take a reading now (also catching up with the reply's moments) and keep it."""
@@ -477,6 +514,7 @@ class FlowSampler:
             depth = max(depth, m.queue_bound)
         self._waits_seen = m.backpressure_waits
         fraction = m.prefill_fraction
+        guessed, kept = self._guesses(now)
         sample = FlowSample(
             at=now,
             tokens_per_s=rate,
@@ -486,6 +524,8 @@ class FlowSampler:
             loop_lag_ms=max(lags) if lags else math.nan,
             prefill=fraction if m.prefilling and fraction is not None else math.nan,
             gpu_mb=m.gpu_memory[0] / 2**20 if m.gpu_memory is not None else math.nan,
+            guessed_per_s=guessed,
+            kept_per_s=kept,
         )
         self.samples.append(sample)
         while self.samples and self.samples[0].at < now - self.keep_seconds:

@@ -61,7 +61,10 @@ def with_conversation(sampling: GenerationSettings, own: dict[str, object]) -> G
 
 
 def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--compute``, ``--gpu-layers``, ``--parallel``: the window's and ``floodgate serve``'s."""
+    """The window's and ``floodgate serve``'s options of where and how models run.
+
+    ``--compute``, ``--gpu-layers``, ``--parallel`` and ``--prompt-lookup``.
+    """
     parser.add_argument(
         "--compute",
         default=None,
@@ -85,14 +88,28 @@ def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
         "(more uses more memory); 0: chosen from the memory there is; 1: one at a time; "
         "default: Settings' Parallel replies (Auto unless changed)",
     )
+    parser.add_argument(
+        "--prompt-lookup",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="guess ahead from the conversation (speculative decoding by prompt lookup): "
+        "faster where replies copy from their input; a reply can differ in a word from one "
+        "without it on a CPU; default: Settings' Guess ahead (off unless changed)",
+    )
 
 
 def compute_from_command_line(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``--compute``, ``--gpu-layers`` and ``--parallel`` say, by the settings' names.
+    """What ``--compute``, ``--gpu-layers``, ``--parallel`` and ``--prompt-lookup`` say.
 
-    The names are the engine options' too (:class:`~app.engine.EngineOptions`).
+    By the settings' names, which are the engine options' too
+    (:class:`~app.engine.EngineOptions`).
     """
-    given = {"compute": args.compute, "gpu_layers": args.gpu_layers, "parallel": args.parallel}
+    given = {
+        "compute": args.compute,
+        "gpu_layers": args.gpu_layers,
+        "parallel": args.parallel,
+        "prompt_lookup": args.prompt_lookup,
+    }
     return {name: value for name, value in given.items() if value is not None}
 
 

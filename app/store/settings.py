@@ -14,7 +14,7 @@ from typing import Any, Literal
 from app import defaults
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
-Kind = Literal["text", "float", "int", "optional_int", "choice"]
+Kind = Literal["text", "float", "int", "optional_int", "choice", "flag"]
 
 Section = Literal["replies", "compute", "memory"]
 
@@ -36,6 +36,7 @@ class Settings:
     gpu_layers: int | None = defaults.GPU_LAYERS
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     parallel: int = defaults.PARALLEL
+    prompt_lookup: bool = defaults.PROMPT_LOOKUP
     decode_threads: int = defaults.DECODE_THREADS
     prompt_threads: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
@@ -137,6 +138,22 @@ FIELDS: tuple[Field, ...] = (
         ),
     ),
     Field(
+        "prompt_lookup",
+        QT_TRANSLATE_NOOP("Floodgate", "Guess ahead from the conversation"),
+        "flag",
+        reload=True,
+        section="compute",
+        help=QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "Speculative decoding: where a reply copies from the conversation (code to "
+            "edit, a text to quote), the words that followed there are checked several at a "
+            "time, when that is faster on this machine. The model checks every guess, but on "
+            "a CPU a guessed word is computed in a batch whose last digits differ, so a reply "
+            "can now and then differ from the one without guessing. The diagnostics panel "
+            "shows how many guesses were kept.",
+        ),
+    ),
+    Field(
         "decode_threads",
         QT_TRANSLATE_NOOP("Floodgate", "Decode threads (0: measured on this machine)"),
         "int",
@@ -201,6 +218,10 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+_YES = ("true", "1", "yes", "on")
+_NO = ("false", "0", "no", "off")
+
+
 def _number(value: float) -> str:
     return f"{value:g}"
 
@@ -210,6 +231,10 @@ def parse(field: Field, text: str) -> tuple[Any, Sentence | None]:
     if field.kind == "text":
         return text, None
     text = text.strip()
+    if field.kind == "flag":
+        if text.lower() in _YES or text.lower() in _NO:
+            return text.lower() in _YES, None
+        return None, Sentence(QT_TRANSLATE_NOOP("Floodgate", "Choose on or off."))
     if field.kind == "choice":
         # Which choices exist is the machine's (its GPUs): a name no longer there is
         # reported when the model loads, not refused here.

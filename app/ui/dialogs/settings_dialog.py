@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, Signal, Slot
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -32,7 +33,7 @@ from app.store.settings import FIELDS, SECTIONS, Field, Settings, parse, shown
 from app.ui.look.colors import theme_for
 from app.ui.look.style import follow_theme
 
-Editor = QLineEdit | QPlainTextEdit | QComboBox | QSpinBox
+Editor = QLineEdit | QPlainTextEdit | QComboBox | QSpinBox | QCheckBox
 
 
 class SettingsDialog(QDialog):
@@ -143,6 +144,10 @@ class SettingsDialog(QDialog):
         elif field.kind == "choice":
             editor = self._device_choice(getattr(settings, field.name))
             editor.currentIndexChanged.connect(self._check)
+        elif field.kind == "flag":
+            editor = QCheckBox()
+            editor.setChecked(bool(getattr(settings, field.name)))
+            editor.toggled.connect(self._check)
         elif field.zero:
             editor = self._count(field, getattr(settings, field.name))
             editor.valueChanged.connect(self._check)
@@ -197,6 +202,8 @@ class SettingsDialog(QDialog):
             return str(editor.value())
         if isinstance(editor, QComboBox):
             return str(editor.currentData())
+        if isinstance(editor, QCheckBox):
+            return "on" if editor.isChecked() else "off"
         return editor.toPlainText() if isinstance(editor, QPlainTextEdit) else editor.text()
 
     def values(self) -> tuple[dict[str, Any], bool]:

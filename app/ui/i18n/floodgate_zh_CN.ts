@@ -317,6 +317,10 @@
         <translation>每词元 Python 耗时</translation>
     </message>
     <message>
+        <source>Guessed ahead</source>
+        <translation>预先猜测</translation>
+    </message>
+    <message>
         <source>Prompt cache</source>
         <translation>提示缓存</translation>
     </message>
@@ -339,6 +343,10 @@
     <message>
         <source>{rate} tokens/s, {seconds} s</source>
         <translation>{rate} 词元/秒，{seconds} 秒</translation>
+    </message>
+    <message>
+        <source>{kept} of {guessed} tokens kept ({percent} %); {guessed_rate}/s guessed, {kept_rate}/s kept</source>
+        <translation>猜测的 {guessed} 个词元中保留了 {kept} 个（{percent} %）；每秒猜测 {guessed_rate} 个，保留 {kept_rate} 个</translation>
     </message>
     <message>
         <source>{entries} entries, {megabytes} MB; {hits} hits, {misses} misses; {saved} s saved</source>
@@ -675,6 +683,14 @@
         <translation>模型可同时撰写的回复数：包括本窗口的回复，以及其他程序通过本地 API 服务器请求的回复。每个回复在内存中保留自己的上下文，因此数量越多占用内存越多；同时撰写多个回复时，每个回复会稍慢，但总体更快。“自动”会根据可用内存来选择。</translation>
     </message>
     <message>
+        <source>Guess ahead from the conversation</source>
+        <translation>根据对话预先猜测</translation>
+    </message>
+    <message>
+        <source>Speculative decoding: where a reply copies from the conversation (code to edit, a text to quote), the words that followed there are checked several at a time, when that is faster on this machine. The model checks every guess, but on a CPU a guessed word is computed in a batch whose last digits differ, so a reply can now and then differ from the one without guessing. The diagnostics panel shows how many guesses were kept.</source>
+        <translation>推测解码：当回复照抄对话中的内容（要修改的代码、要引用的文字）时，会一次检查多个在那里紧随其后的词，前提是这在本机上更快。模型会核对每个猜测，但在 CPU 上，猜测的词是在一个批次中计算的，其最后几位数字会有差异，因此回复偶尔会与不猜测时的回复不同。诊断面板会显示保留了多少猜测。</translation>
+    </message>
+    <message>
         <source>Prompt threads (0: every physical core)</source>
         <translation>提示线程（0：全部物理核心）</translation>
     </message>
@@ -693,6 +709,10 @@
     <message>
         <source>Queue bound (pieces)</source>
         <translation>队列上限（片段数）</translation>
+    </message>
+    <message>
+        <source>Choose on or off.</source>
+        <translation>请选择开或关。</translation>
     </message>
     <message>
         <source>Choose one.</source>
@@ -2005,6 +2025,10 @@
     <message>
         <source>queue {depth} / {bound}</source>
         <translation>队列 {depth} / {bound}</translation>
+    </message>
+    <message>
+        <source>guessed {guessed}/s, {kept}/s kept</source>
+        <translation>每秒猜测 {guessed} 个，保留 {kept} 个</translation>
     </message>
     <message>
         <source>frame {ms} ms</source>

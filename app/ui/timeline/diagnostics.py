@@ -24,6 +24,7 @@ ROWS = (
     ("prompt", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt processed")),
     ("prefill", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt processing")),
     ("python", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Python per token")),
+    ("guesses", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Guessed ahead")),
     ("cache", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Prompt cache")),
     ("threads", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Threads")),
     ("device", QT_TRANSLATE_NOOP("DiagnosticsPanel", "Runs on")),
@@ -146,6 +147,7 @@ class DiagnosticsPanel(QWidget):
         v["prompt"].setText(self._prompt_text())
         v["prefill"].setText(self._prefill_text())
         v["python"].setText(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
+        v["guesses"].setText(self._guesses_text())
         v["cache"].setText(self._cache_text())
         v["threads"].setText(m.threads or NO_VALUE)
         v["device"].setText(self._device_text())
@@ -180,6 +182,23 @@ class DiagnosticsPanel(QWidget):
         shown_rate = f"{rate:.0f}" if rate is not None else NO_VALUE
         return self.tr("{rate} tokens/s, {seconds} s").format(
             rate=shown_rate, seconds=f"{seconds:.2f}"
+        )
+
+    def _guesses_text(self) -> str:
+        m = self._metrics
+        rates = m.guesses_per_s
+        if rates is None:
+            return NO_VALUE
+        guessed, kept = rates
+        return self.tr(
+            "{kept} of {guessed} tokens kept ({percent} %); {guessed_rate}/s guessed, "
+            "{kept_rate}/s kept"
+        ).format(
+            kept=m.draft_kept,
+            guessed=m.drafted,
+            percent=round(100 * m.draft_kept / m.drafted),
+            guessed_rate=f"{guessed:.0f}",
+            kept_rate=f"{kept:.0f}",
         )
 
     def _cache_text(self) -> str:

@@ -79,6 +79,10 @@ class TimelinePlots:
         self._lane_rows()
 
         self.tokens_curve = self._curve(self.rate_plot)
+        # Of the tokens, those guessed ahead and kept (speculative decoding): hidden while
+        # there are none, so a reply without guesses draws nothing more.
+        self.kept_curve = self._curve(self.rate_plot)
+        self.kept_curve.hide()
         self.queue_curve = self._curve(self.queue_plot)
         self.bound_curve = self._curve(self.queue_plot)
         # Frames and lags are NaN where there were none (during a prompt): a gap, not a line.
@@ -215,6 +219,7 @@ class TimelinePlots:
         # One-pixel lines but the headline rate's: wider pens are stroked as outlines, and
         # the frame and lag zigzags at 1.5 px made each repaint about a fifth dearer.
         self.tokens_curve.setPen(pg.mkPen(colors.tokens, width=2))
+        self.kept_curve.setPen(pg.mkPen(colors.tokens, width=1, style=Qt.PenStyle.DashLine))
         self.queue_curve.setPen(pg.mkPen(colors.queue, width=1))
         self.bound_curve.setPen(pg.mkPen(colors.bound, width=1, style=Qt.PenStyle.DashLine))
         self.frame_curve.setPen(pg.mkPen(colors.frame, width=1))

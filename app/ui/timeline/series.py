@@ -15,10 +15,10 @@ import numpy.typing as npt
 
 from app.flow.metrics import FlowSample
 
-AT, TOKENS, DEPTH, BOUND, FRAME, LAG, PREFILL, GPU_MB = range(8)
+AT, TOKENS, DEPTH, BOUND, FRAME, LAG, PREFILL, GPU_MB, GUESSED, KEPT = range(10)
 """The columns: time (``perf_counter`` seconds), then each :class:`FlowSample` figure."""
 
-_COLUMNS: Final = 8
+_COLUMNS: Final = 10
 
 Column = npt.NDArray[np.float64]
 
@@ -55,6 +55,8 @@ class SampleSeries:
             sample.loop_lag_ms,
             sample.prefill,
             sample.gpu_mb,
+            sample.guessed_per_s,
+            sample.kept_per_s,
         )
         self._count += 1
 
@@ -82,5 +84,9 @@ class SampleSeries:
 
     def row(self, index: int) -> FlowSample:
         """The reading in row ``index``."""
-        at, tokens, depth, bound, frame, lag, prefill, gpu = (float(v) for v in self._rows[index])
-        return FlowSample(at, tokens, int(depth), int(bound), frame, lag, prefill, gpu)
+        at, tokens, depth, bound, frame, lag, prefill, gpu, guessed, kept = (
+            float(v) for v in self._rows[index]
+        )
+        return FlowSample(
+            at, tokens, int(depth), int(bound), frame, lag, prefill, gpu, guessed, kept
+        )

@@ -23,7 +23,7 @@ from app.flow.metrics import FlowEvent, FlowMetrics, FlowSample, FlowSampler
 from app.flow.words import say_sentence
 from app.ui.timeline.marks import LANES, marker_pens, moment_name
 from app.ui.timeline.plots import FRAME_BUDGET_MS, WINDOW_SECONDS, TimelinePlots
-from app.ui.timeline.series import AT, BOUND, DEPTH, FRAME, LAG, TOKENS, SampleSeries
+from app.ui.timeline.series import AT, BOUND, DEPTH, FRAME, KEPT, LAG, TOKENS, SampleSeries
 from app.ui.timeline.style import SeriesColors, colors_for
 
 __all__ = ["FRAME_BUDGET_MS", "LANES", "SAMPLE_INTERVAL_MS", "WINDOW_SECONDS", "Timeline"]
@@ -171,6 +171,12 @@ class Timeline(QWidget):
         x = series.column(AT) - now
         for column, name in _SERIES:
             getattr(view, name).setData(x, series.column(column).copy())
+        kept = series.column(KEPT)
+        if kept.any():
+            view.kept_curve.setData(x, kept.copy())
+            view.kept_curve.show()
+        elif view.kept_curve.isVisible():
+            view.kept_curve.hide()
         frames, lags = series.column(FRAME).copy(), series.column(LAG).copy()
         view.frame_curve.setData(x, frames)
         view.lag_curve.setData(x, lags)
@@ -266,6 +272,12 @@ class Timeline(QWidget):
                 depth=sample.queue_depth, bound=sample.queue_bound
             ),
         ]
+        if sample.guessed_per_s > 0:
+            parts.append(
+                self.tr("guessed {guessed}/s, {kept}/s kept").format(
+                    guessed=f"{sample.guessed_per_s:.0f}", kept=f"{sample.kept_per_s:.0f}"
+                )
+            )
         if not math.isnan(sample.frame_cost_ms):
             parts.append(self.tr("frame {ms} ms").format(ms=f"{sample.frame_cost_ms:.1f}"))
         if not math.isnan(sample.loop_lag_ms):
