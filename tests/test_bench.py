@@ -589,6 +589,11 @@ def check_speculative(section: dict[str, Any], plan: Plan) -> None:
     # The grounded replies copy: drafts were proposed and most of them kept.
     assert section["grounded"]["drafted"] > 0
     assert section["grounded"]["acceptance"] > 0.5
+    pair = section["side_by_side"]
+    assert pair["runs"] == 3 * plan.speculative_rounds  # each grounded prompt beside the next
+    low, high = pair["ratio_ci95"]
+    assert 0 < low <= pair["ratio"] <= high
+    assert isinstance(pair["same_text"], bool)
     assert section["same_text_prompts"] == plan.speculative_same_prompts
     assert 0 <= section["same_text_differ"] <= section["same_text_prompts"]
     assert section["same_text"] == round(

@@ -345,6 +345,13 @@ def _speculative_lines(doc: dict[str, Any]) -> list[str]:
             f"{w['plain_ratio_ci95']} | {w['acceptance']} ({w['kept']} of {w['drafted']}) "
             f"| {w['peer_ratio']} {w['peer_ratio_ci95']} |"
         )
+    pair = section.get("side_by_side")
+    if pair:
+        lines.append(
+            f"| two that copy, side by side in one batch (over the same batch without drafts)"
+            f" | {pair['ratio']} {pair['ratio_ci95']} | | {pair['acceptance']} "
+            f"(same text: {'yes' if pair['same_text'] else 'no'}) | |"
+        )
     same = section["same_text_prompts"] - section["same_text_differ"]
     lines += [
         "",

@@ -14,6 +14,12 @@ the token decoded alone; with it, the same bits at one thread only (ARCHITECTURE
   ``acceptance``: proposed tokens kept over those checked.
 - ``same_text``: the share of replies, over a set of at least 50 prompts of both kinds,
   whose text with drafts is the plain loop's (1: all of them), and the count that differ.
+- ``side_by_side``: two replies that copy, decoded together in one batch (a context of two
+  sequences), each checking its own drafts in the batch's calls, against the same batch
+  without drafts, in rounds of alternating order. ``ratio``: the pair's tokens per second
+  (both replies' tokens over the time from the first step to the last) with drafts over
+  without, the median with an interval; ``same_text``: whether every reply was the plain
+  batch's.
 - ``peer``: llama-cpp-python's ``Llama(draft_model=LlamaPromptLookupDecoding(10))`` on the
   same prompts in the bare child: its tok/s over the native loop's, and whether its text
   is the plain loop's.
@@ -24,6 +30,7 @@ end to the reply's (the native loop's, from its first token's text to its last).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +38,8 @@ from app.bench.bare import BareLoops
 from app.bench.engine_drive import EngineThread, filler
 from app.bench.plan import Setup
 from app.bench.stats import median_with_ci
-from app.engine import ChatMessage, GenerationReport, GenerationSettings
+from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
+from app.engine.batch import BatchedReply
 from app.engine.llama import LlamaBackend
 
 CODE = """def parse_config(path, defaults, strict):
@@ -170,6 +178,69 @@ def _workload(
     }
 
 
+def _pair(backend: LlamaBackend, prompts: tuple[str, str], settings: GenerationSettings) -> Any:
+    """Two replies in ``backend``'s batch, stepped to their ends: (tok/s, texts, reports)."""
+    batch = backend.batch
+    assert batch is not None
+    texts: list[list[str]] = [[], []]
+    reports = [GenerationReport(), GenerationReport()]
+    for prompt, pieces, report in zip(prompts, texts, reports, strict=True):
+        messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
+        batch.place(
+            BatchedReply(
+                messages,
+                settings,
+                StopSignal(),
+                report,
+                lambda text, into=pieces: into.append(text) is None,
+                lambda: None,
+            )
+        )
+    started = ended = 0.0
+    while batch.busy:
+        batch.step()
+        if not started and all(r.prefill_ended_at for r in reports):
+            started = time.perf_counter()
+    ended = time.perf_counter()
+    tokens = sum(r.reply_tokens for r in reports)
+    rate = tokens / (ended - started) if started and ended > started else 0.0
+    return rate, ["".join(t) for t in texts], reports
+
+
+def _side_by_side(
+    setup: Setup, engine: EngineThread, drafting: LlamaBackend, plain: LlamaBackend
+) -> dict[str, Any]:
+    settings = GenerationSettings(
+        temperature=0.0, repeat_penalty=1.0, max_tokens=setup.plan.speculative_tokens
+    )
+    pairs = [(GROUNDED[i], GROUNDED[(i + 1) % len(GROUNDED)]) for i in range(len(GROUNDED))]
+    ratios: list[float] = []
+    same = True
+    drafted = kept = 0
+    for round_ in range(setup.plan.speculative_rounds):
+        for i, pair in enumerate(pairs):
+            order = (drafting, plain) if (round_ + i) % 2 == 0 else (plain, drafting)
+            runs = {id(b): engine.call(lambda b=b, p=pair: _pair(b, p, settings)) for b in order}
+            (ours, our_texts, reports), (theirs, their_texts, _) = (
+                runs[id(drafting)],
+                runs[id(plain)],
+            )
+            if ours and theirs:
+                ratios.append(ours / theirs)
+            same = same and our_texts == their_texts
+            drafted += sum(r.drafted for r in reports)
+            kept += sum(r.draft_kept for r in reports)
+    ratio, interval = median_with_ci(ratios)
+    return {
+        "ratio": ratio,
+        "ratio_ci95": interval,
+        "acceptance": round(kept / drafted, 4) if drafted else 0.0,
+        "drafted": drafted,
+        "same_text": same,
+        "runs": len(ratios),
+    }
+
+
 def _same_text(
     setup: Setup, engine: EngineThread, drafting: LlamaBackend, plain: LlamaBackend
 ) -> dict[str, Any]:
@@ -216,11 +287,22 @@ def speculative(setup: Setup) -> dict[str, Any]:
             finally:
                 engine.close(drafting)
                 engine.close(plain)
+            setup.log("  two replies that copy, side by side in one batch…")
+            pair_options = replace(options, parallel=2)
+            drafting = engine.open(setup.model, replace(pair_options, prompt_lookup=True))
+            plain = engine.open(setup.model, pair_options)
+            try:
+                side_by_side = _side_by_side(setup, engine, drafting, plain)
+            finally:
+                engine.close(drafting)
+                engine.close(plain)
+            setup.log(f"  side by side: {side_by_side['ratio']} of the plain batch")
     finally:
         loops.close()
     return {
         "grounded": grounded,
         "open": open_,
+        "side_by_side": side_by_side,
         **same,
         "threads": threads,
         "tokens": setup.plan.speculative_tokens,
