@@ -133,7 +133,12 @@ def _version() -> str:
 
 def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
     """The saved settings, with what the command line says instead where it says something."""
-    given = {"decode_threads": args.threads, "n_ctx": args.ctx, "queue_bound": args.queue_bound}
+    given = {
+        "decode_threads": args.threads,
+        "n_ctx": args.ctx,
+        "queue_bound": args.queue_bound,
+        "draft_model": str(args.draft_model) if args.draft_model is not None else None,
+    }
     chosen = {k: v for k, v in given.items() if v is not None}
     return replace(settings, **chosen, **compute_from_command_line(args))
 

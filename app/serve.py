@@ -177,6 +177,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             print(say_sentence(placement.details()), flush=True)
             if placement.note is not None:
                 print(say_sentence(placement.note), file=sys.stderr, flush=True)
+        model = host.model
+        if model is not None and model.draft_model is not None:
+            print(f"Draft model: {model.draft_model.name}", flush=True)
+        if model is not None and model.draft_problem is not None:
+            print(say_sentence(model.draft_problem), file=sys.stderr, flush=True)
         try:
             await stop.wait()
         finally:
@@ -220,6 +225,6 @@ def api_starter(
 
 def with_command_line(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
     """The options from the saved settings, with what the command line says instead."""
-    given = {"n_threads": args.threads, "n_ctx": args.ctx}
+    given = {"n_threads": args.threads, "n_ctx": args.ctx, "draft_model": args.draft_model}
     chosen = {k: v for k, v in given.items() if v is not None}
     return replace(options, **chosen, **compute_from_command_line(args))

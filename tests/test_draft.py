@@ -29,8 +29,12 @@ from app.engine import (
     generation,
 )
 from app.engine.batch import BatchDecoder, BatchedReply
-from app.engine.draft import GAIN_NEEDED, DraftCosts, Drafter, PromptLookup
+from app.engine.draft import GAIN_NEEDED, DraftCosts, LookupDrafter, PromptLookup
 from app.engine.llama import LlamaBackend, open_llama
+from app.flow.session import ChatSession, ModelState
+from app.store.settings import Settings
+from tests.conftest import Loop, run_until
+from tests.test_model_file import copy_model
 
 CODE = """def load(path, limit):
     rows = []
@@ -61,6 +65,9 @@ OPEN: dict[str, str] = {
 }
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=160)
 SEEDED = GenerationSettings(temperature=0.8, seed=7, max_tokens=120)
+WHOLE = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, prefill_chunk_seconds=0)
+"""Prompts in chunks of n_batch, not of a time: the same chunks on both sides whatever the
+machine's load (a prompt cut elsewhere computes other last bits)."""
 
 
 # --------------------------------------------------------------------- without the model
@@ -107,7 +114,7 @@ def _costs(seconds_of: Any, sizes: range = range(1, 18)) -> DraftCosts:
     return costs
 
 
-def _replay(drafter: Drafter, reply: list[int]) -> list[list[int]]:
+def _replay(drafter: LookupDrafter, reply: list[int]) -> list[list[int]]:
     """The drafts a reply's tokens lead to, each token seen in order as the loop sees them."""
     drafts = []
     for token in reply:
@@ -119,7 +126,7 @@ def _replay(drafter: Drafter, reply: list[int]) -> list[list[int]]:
 def test_drafts_are_checked_when_a_call_of_many_costs_about_one() -> None:
     context = list(range(100, 160))
     flat = _costs(lambda n: 0.010 + 0.0001 * n)  # a GPU: the call's fixed part is all of it
-    drafts = _replay(Drafter(context, flat), context[10:40])
+    drafts = _replay(LookupDrafter(context, flat), context[10:40])
     assert sum(len(d) for d in drafts) >= 20
     # Each proposal is the context's run after the last tokens seen.
     for seen, draft in enumerate(drafts, start=11):
@@ -134,7 +141,7 @@ def test_drafts_are_checked_when_a_call_of_many_costs_about_one() -> None:
 def test_drafts_are_not_checked_when_every_token_costs_a_call() -> None:
     context = list(range(100, 160))
     linear = _costs(lambda n: 0.010 * n)
-    drafter = Drafter(context, linear)
+    drafter = LookupDrafter(context, linear)
     assert not any(_replay(drafter, context[10:40]))
     # Proposals were still compared with what came: the shares kept know the reply copies.
     assert drafter.after.value > 0.9
@@ -143,7 +150,7 @@ def test_drafts_are_not_checked_when_every_token_costs_a_call() -> None:
 def test_a_reply_that_stops_copying_stops_being_drafted() -> None:
     context = list(range(100, 160))
     concave = _costs(lambda n: 0.006 + (0.005 if n > 1 else 0) + 0.0025 * (n - 1))
-    drafter = Drafter(context, concave)
+    drafter = LookupDrafter(context, concave)
     copying = _replay(drafter, context[10:30])
     assert any(copying)
     # Then it writes something else: pairs of the context's tokens, each pair followed by
@@ -158,7 +165,7 @@ def test_a_draft_must_beat_a_call_of_one_by_the_margin() -> None:
     context = [1, 2, 3, 4] * 10
     # Two tokens in a call cost exactly what two calls do at the margin of worth: no draft.
     costs = _costs(lambda n: 0.010 * n / GAIN_NEEDED if n > 1 else 0.010, range(1, 3))
-    drafter = Drafter(context, costs)
+    drafter = LookupDrafter(context, costs)
     drafter.saw(1)
     drafter.saw(2)
     assert drafter.draft(1) == []
@@ -174,13 +181,13 @@ def test_beside_other_replies_a_draft_must_pay_for_their_slower_step() -> None:
     context = [1, 2, 3, 4] * 10
     costs = _costs(lambda n: 0.010 + 0.002 * n)  # each row adds a fifth of a call
     # Alone, a proposal kept half the time gives 1.5 tokens for 1.17 calls' time: checked.
-    alone = Drafter(context, costs)
+    alone = LookupDrafter(context, costs)
     alone.saw(1)
     alone.saw(2)
     assert alone.draft(1) == [3]
     # Beside three replies, its row slows all four: 4.5 tokens for 1.125 steps' time, less
     # than the margin over 4 tokens a step.
-    beside = Drafter(context, costs)
+    beside = LookupDrafter(context, costs)
     beside.saw(1)
     beside.saw(2)
     assert beside.draft(1, beside=3) == []
@@ -343,7 +350,7 @@ def test_stop_in_a_draft_check_then_a_follow_up_is_the_exact_modes(
 @pytest.mark.model
 def test_replies_side_by_side_with_drafts_are_their_plain_replies(model_path: Path) -> None:
     """Two copying replies in one batch, each checking its own drafts in the same calls."""
-    options = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, parallel=2)
+    options = replace(WHOLE, parallel=2)
     drafting = open_llama(model_path, replace(options, prompt_lookup=True))
     plain = open_llama(model_path, options)
     drafting._draft_costs = Flat()
@@ -393,7 +400,7 @@ def side_by_side(
 def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
     model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = EngineOptions(n_threads=1, cache_ram_mb=0, flash_attn=True, parallel=2)
+    options = replace(WHOLE, parallel=2)
     drafting = open_llama(model_path, replace(options, prompt_lookup=True))
     plain = open_llama(model_path, options)
     drafting._draft_costs = Flat()
@@ -421,3 +428,157 @@ def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
     finally:
         drafting.close()
         plain.close()
+
+
+# --------------------------------------------------------------------- a draft model
+
+
+@pytest.fixture(scope="module")
+def drafting_with_itself(model_path: Path) -> Iterator[LlamaBackend]:
+    """The bundled model with itself as its draft model: every greedy guess is its own."""
+    opened = open_llama(model_path, replace(WHOLE, draft_model=model_path))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def plain_whole(model_path: Path) -> Iterator[LlamaBackend]:
+    """The plain loop beside it, its prompts read as it reads them, and the same replies."""
+    opened = open_llama(model_path, WHOLE)
+    yield opened
+    opened.close()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", ["code", "story"])
+def test_the_model_as_its_own_draft_keeps_every_greedy_guess(
+    drafting_with_itself: LlamaBackend, plain_whole: LlamaBackend, name: str
+) -> None:
+    backend = drafting_with_itself
+    assert backend.info.draft_model == backend.info.path
+    assert backend.info.draft_problem is None
+    content = {**COPYING, **OPEN}[name]
+    text, report = reply(backend, content)
+    assert text == reply(plain_whole, content)[0]
+    # It writes what the model writes: each draft goes on while it is confident, and all of
+    # what it proposed is kept (on text that copies nothing too).
+    assert report.drafted > report.reply_tokens / 3
+    assert report.draft_kept == report.drafted
+    assert backend._sequence.in_step()
+
+
+@pytest.mark.model
+def test_a_draft_model_in_a_batch_drafts_for_each_sequence(model_path: Path) -> None:
+    options = replace(WHOLE, parallel=2)
+    drafting = open_llama(model_path, replace(options, draft_model=model_path))
+    plain = open_llama(model_path, options)
+    try:
+        ours = side_by_side(drafting, [COPYING["code"], OPEN["story"]])
+        theirs = side_by_side(plain, [COPYING["code"], OPEN["story"]])
+        assert [text for text, _ in ours] == [text for text, _ in theirs]
+        for _, report in ours:
+            assert report.batch_peak == 2
+            assert report.drafted > 0
+            assert report.draft_kept == report.drafted
+    finally:
+        drafting.close()
+        plain.close()
+
+
+@pytest.mark.model
+def test_stop_while_the_draft_model_writes_ends_the_reply_at_once(
+    drafting_with_itself: LlamaBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = drafting_with_itself
+    assert backend.draft_model is not None
+    stop = StopSignal()
+    propose = type(backend.draft_model).propose
+
+    prompt: list[int] = []
+
+    def stop_while_drafting(self: Any, seq_id: int, context: Any, most: int) -> list[int]:
+        prompt.append(prompt[0] if prompt else len(context))
+        if len(context) > prompt[0] + 4:
+            stop.set()  # raised before the draft's decode: the shared abort flag ends it
+        return propose(self, seq_id, context, most)
+
+    monkeypatch.setattr(type(backend.draft_model), "propose", stop_while_drafting)
+    _, report = reply(backend, OPEN["story"], stop=stop)
+    assert stop.is_set()
+    assert report.finish == "stopped"
+    assert report.reply_tokens < 20
+    assert backend._sequence.in_step()
+    monkeypatch.undo()
+    # The next reply drafts again, from a draft sequence cut back to what it shares.
+    _, again = reply(backend, COPYING["code"])
+    assert again.draft_kept == again.drafted > 0
+
+
+@pytest.mark.model
+def test_a_draft_model_of_another_vocabulary_is_refused_with_a_sentence(
+    model_path: Path, other_tokens: Path
+) -> None:
+    options = EngineOptions(n_threads=1, cache_ram_mb=0, draft_model=other_tokens)
+    backend = open_llama(model_path, options)
+    try:
+        assert backend.draft_model is None
+        assert backend.info.draft_model is None
+        problem = str(backend.info.draft_problem)
+        assert "Other-Tokens.gguf cannot guess ahead for" in problem
+        assert "vocabularies differ (token 300 is another piece of text)" in problem
+        text, report = reply(backend, "Say hello.", GenerationSettings(temperature=0, max_tokens=8))
+        assert text  # the model itself writes as ever
+        assert report.drafted == 0
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_a_draft_model_that_cannot_be_loaded_leaves_the_model_open(
+    model_path: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "Broken.gguf"
+    broken.write_bytes(model_path.read_bytes()[: 4 * 1024 * 1024])
+    backend = open_llama(model_path, EngineOptions(n_threads=1, cache_ram_mb=0, draft_model=broken))
+    try:
+        assert backend.draft_model is None
+        assert "The draft model Broken.gguf could not be opened" in str(backend.info.draft_problem)
+        assert reply(backend, "Say hello.", GenerationSettings(temperature=0, max_tokens=4))[0]
+    finally:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def other_tokens(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled model with two tokens' texts swapped: loadable, of another vocabulary."""
+    from gguf import GGUFReader
+
+    tokens = [str(t) for t in GGUFReader(model_path).fields["tokenizer.ggml.tokens"].contents()]
+    tokens[300], tokens[301] = tokens[301], tokens[300]
+    target = tmp_path_factory.mktemp("other") / "Other-Tokens.gguf"
+    return copy_model(model_path, target, {"tokenizer.ggml.tokens": tokens})
+
+
+@pytest.mark.model
+def test_the_window_says_which_draft_model_writes_ahead_or_why_none_does(
+    loop: Loop, model_path: Path, other_tokens: Path
+) -> None:
+    options = EngineOptions(n_ctx=1024, cache_ram_mb=0, draft_model=model_path)
+    session = ChatSession(open_llama, options=options)
+    states: list[str] = []
+    session.state_changed.connect(lambda _state, text: states.append(text))
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, 60)
+    name = model_path.stem
+    assert states[-1] == f"{name} is ready; {name} writes ahead for it."
+    notices: list[str] = []
+    session.notice.connect(notices.append)
+    session.use_settings(Settings(n_ctx=1024, draft_model=str(other_tokens)))
+    session.open_model(model_path)
+    run_until(loop, lambda: bool(notices) and session.state is ModelState.READY, 60)
+    assert states[-1] == f"{name} is ready."
+    assert any("Other-Tokens.gguf cannot guess ahead for" in n for n in notices)
+    assert session.send("Say hello.")  # the model itself answers as ever
+    run_until(loop, lambda: not session.generating, 60)
+    assert session.conversation.messages[-1].content
+    loop.run_until_complete(session.close())

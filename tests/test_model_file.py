@@ -53,8 +53,11 @@ def write_gguf(path: Path, values: Mapping[str, str | bytes | int | list[str]]) 
     return path
 
 
-def copy_model(source: Path, target: Path, changes: Mapping[str, str | bytes]) -> Path:
-    """``source``'s tensors and metadata in ``target``, with ``changes`` to string values."""
+def copy_model(source: Path, target: Path, changes: Mapping[str, str | bytes | list[str]]) -> Path:
+    """``source``'s tensors and metadata in ``target``, with ``changes`` to string values.
+
+    A list replaces an array of strings (the vocabulary's tokens, say).
+    """
     from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys
 
     reader = GGUFReader(source)
@@ -69,6 +72,10 @@ def copy_model(source: Path, target: Path, changes: Mapping[str, str | bytes]) -
         value = remaining.pop(field.name, None)
         if value is None:
             writer.add_key_value(field.name, field.contents(), value_type, sub_type=sub_type)
+        elif isinstance(value, list):
+            writer.add_key_value(
+                field.name, value, GGUFValueType.ARRAY, sub_type=GGUFValueType.STRING
+            )
         else:
             writer.add_key_value(field.name, value, GGUFValueType.STRING)
     for key, value in remaining.items():
@@ -331,3 +338,22 @@ def test_a_loadable_model_with_an_invalid_name_keeps_its_template(
         assert "tokenizer.chat_template" not in llm.metadata
     finally:
         llm.close()
+
+
+@pytest.mark.model
+def test_the_vocabulary_is_fingerprinted_by_its_tokens_not_its_name(
+    model_path: Path, tmp_path: Path
+) -> None:
+    from gguf import GGUFReader
+
+    own = read_model_card(model_path).vocabulary
+    assert len(own) == 32
+    renamed = copy_model(model_path, tmp_path / "Renamed.gguf", {"general.name": "Another"})
+    assert read_model_card(renamed).vocabulary == own
+    tokens = [str(t) for t in GGUFReader(model_path).fields["tokenizer.ggml.tokens"].contents()]
+    tokens[300], tokens[301] = tokens[301], tokens[300]
+    swapped = copy_model(model_path, tmp_path / "Swapped.gguf", {"tokenizer.ggml.tokens": tokens})
+    assert read_model_card(swapped).vocabulary not in ("", own)
+    assert (
+        read_model_card(write_gguf(tmp_path / "bare.gguf", {"general.name": "x"})).vocabulary == ""
+    )

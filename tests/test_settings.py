@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QCheckBox, QDialogButtonBox, QLineEdit, QSpinBox
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDialogButtonBox, QLineEdit, QSpinBox
 from pytestqt.qtbot import QtBot
 
 from app import defaults, serve
@@ -137,6 +137,7 @@ def test_the_command_line_wins_over_saved_settings() -> None:
         gpu_layers=None,
         parallel=None,
         prompt_lookup=None,
+        draft_model=None,
     )
     assert with_command_line(
         Settings(decode_threads=1, n_ctx=2048, gpu_layers=9, parallel=2), args
@@ -275,3 +276,90 @@ def test_the_dialog_offers_guessing_ahead_as_a_box_to_tick(qtbot: QtBot) -> None
     with qtbot.waitSignal(dialog.settings_chosen) as chosen:
         ok.click()
     assert chosen.args == [Settings(prompt_lookup=True)]
+
+
+# -- a draft model --------------------------------------------------------------------------------
+
+
+def test_a_draft_model_is_chosen_from_those_offered_and_reaches_the_engine(qtbot: QtBot) -> None:
+    offered = [("/models/Small.gguf", "Small (94 MB)"), ("/models/Mid.gguf", "Mid (300 MB)")]
+    dialog = SettingsDialog(Settings(), drafts=offered)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    box = dialog.editors["draft_model"]
+    assert isinstance(box, QComboBox)
+    assert [box.itemText(i) for i in range(box.count())] == [
+        "None",
+        "Small (94 MB)",
+        "Mid (300 MB)",
+    ]
+    assert box.currentText() == "None"
+    assert "vocabulary" in box.toolTip()
+    box.setCurrentIndex(1)
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    with qtbot.waitSignal(dialog.settings_chosen) as chosen:
+        ok.click()
+    assert chosen.args == [Settings(draft_model="/models/Small.gguf")]
+    assert engine_options(chosen.args[0]).draft_model == Path("/models/Small.gguf")
+    assert engine_options(Settings()).draft_model is None
+
+
+def test_a_saved_draft_model_not_offered_now_is_shown_as_such(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(Settings(draft_model="/models/Gone.gguf"), drafts=[])
+    qtbot.addWidget(dialog)
+    box = dialog.editors["draft_model"]
+    assert isinstance(box, QComboBox)
+    assert box.currentText() == "Gone.gguf (not of the open model's vocabulary, or not found)"
+    box.setCurrentIndex(0)  # None
+    assert dialog.values()[0]["draft_model"] == ""
+
+
+def test_the_command_line_names_a_draft_model(tmp_path: Path) -> None:
+    draft = tmp_path / "Small.gguf"
+    window = with_command_line(Settings(), build_parser().parse_args(["--draft-model", str(draft)]))
+    assert window.draft_model == str(draft)
+    assert with_command_line(window, build_parser().parse_args([])).draft_model == str(draft)
+    args = serve.build_parser().parse_args(["--draft-model", str(draft)])
+    assert serve.with_command_line(engine_options(Settings()), args).draft_model == draft
+
+
+def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    from app.engine.model_card import ModelCard
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
+    from tests.conftest import run_until
+    from tests.test_appearance import Saved
+
+    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    dialogs = AppDialogs(window, Saved(), lambda settings: settings)
+    run_until(loop, lambda: not dialogs._scanning)
+    big = tmp_path / "Family-7B.gguf"
+    session.open_model(big)
+    run_until(loop, lambda: session.model is not None and session.model.path == big)
+
+    def card(name: str, vocabulary: str, size: int) -> ModelCard:
+        return ModelCard(
+            tmp_path / name, name, "llama", None, "Q4_0", None, size, True, vocabulary=vocabulary
+        )
+
+    for each in (
+        card("Family-7B.gguf", "one", 4_000_000_000),
+        card("Family-0.5B.gguf", "one", 400 * 2**20),
+        card("Family-1B.gguf", "one", 900 * 2**20),
+        card("Stranger-1B.gguf", "two", 900_000_000),
+        card("Unread.gguf", "", 10),
+    ):
+        window.header.add_card(each)
+    dialogs.open_settings()
+    dialog = window.findChild(SettingsDialog)
+    assert dialog is not None
+    box = dialog.editors["draft_model"]
+    assert isinstance(box, QComboBox)
+    offered = [box.itemText(i) for i in range(box.count())]
+    assert offered == ["None", "Family-0.5B (400 MB)", "Family-1B (900 MB)"]  # smallest first
+    dialog.reject()
+    loop.run_until_complete(session.close())

@@ -31,7 +31,9 @@ end to the reply's (the native loop's, from its first token's text to its last).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from app.bench.bare import BareLoops
@@ -178,7 +180,12 @@ def _workload(
     }
 
 
-def _pair(backend: LlamaBackend, prompts: tuple[str, str], settings: GenerationSettings) -> Any:
+_PairRun = tuple[float, list[str], list[GenerationReport]]
+
+
+def _pair(
+    backend: LlamaBackend, prompts: tuple[str, str], settings: GenerationSettings
+) -> _PairRun:
     """Two replies in ``backend``'s batch, stepped to their ends: (tok/s, texts, reports)."""
     batch = backend.batch
     assert batch is not None
@@ -187,14 +194,7 @@ def _pair(backend: LlamaBackend, prompts: tuple[str, str], settings: GenerationS
     for prompt, pieces, report in zip(prompts, texts, reports, strict=True):
         messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
         batch.place(
-            BatchedReply(
-                messages,
-                settings,
-                StopSignal(),
-                report,
-                lambda text, into=pieces: into.append(text) is None,
-                lambda: None,
-            )
+            BatchedReply(messages, settings, StopSignal(), report, _reader(pieces), lambda: None)
         )
     started = ended = 0.0
     while batch.busy:
@@ -205,6 +205,16 @@ def _pair(backend: LlamaBackend, prompts: tuple[str, str], settings: GenerationS
     tokens = sum(r.reply_tokens for r in reports)
     rate = tokens / (ended - started) if started and ended > started else 0.0
     return rate, ["".join(t) for t in texts], reports
+
+
+def _reader(into: list[str]) -> Callable[[str], bool]:
+    """A reader with room for every piece (the bench measures decoding, not reading)."""
+
+    def offer(text: str) -> bool:
+        into.append(text)
+        return True
+
+    return offer
 
 
 def _side_by_side(
@@ -220,7 +230,9 @@ def _side_by_side(
     for round_ in range(setup.plan.speculative_rounds):
         for i, pair in enumerate(pairs):
             order = (drafting, plain) if (round_ + i) % 2 == 0 else (plain, drafting)
-            runs = {id(b): engine.call(lambda b=b, p=pair: _pair(b, p, settings)) for b in order}
+            runs: dict[int, _PairRun] = {}
+            for backend in order:
+                runs[id(backend)] = engine.call(partial(_pair, backend, pair, settings))
             (ours, our_texts, reports), (theirs, their_texts, _) = (
                 runs[id(drafting)],
                 runs[id(plain)],

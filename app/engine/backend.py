@@ -74,6 +74,9 @@ class EngineOptions:
             2-core CPU it decodes about 16 % slower at a 1,000-token context).
         projector: the model's projector (``mmproj-*.gguf``), which lets it see pictures
             (None: text only).
+        draft_model: a smaller model of the same vocabulary that writes ahead for this one
+            (speculative decoding, :mod:`app.engine.draft_model`; None: none). One of another
+            vocabulary is not opened, and the model's info says why.
     """
 
     n_ctx: int = defaults.N_CTX
@@ -92,6 +95,7 @@ class EngineOptions:
     prompt_lookup: bool = defaults.PROMPT_LOOKUP
     flash_attn: bool = False
     projector: Path | None = None
+    draft_model: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -281,6 +285,10 @@ class ModelInfo:
     """Whether the model reads pictures (its projector has a vision encoder)."""
     hears: bool = False
     """Whether the model reads sound (its projector has an audio encoder)."""
+    draft_model: Path | None = None
+    """The draft model that writes ahead for it (None: none)."""
+    draft_problem: Sentence | None = None
+    """Why the draft model asked for was not opened (None: it was, or none was asked for)."""
 
 
 @dataclass

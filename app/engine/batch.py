@@ -123,7 +123,7 @@ class SequenceHost(Protocol):
         """After a reply: what the sequence keeps of it, handed to the prompt cache."""
         ...
 
-    def drafter(self, prompt: list[int]) -> Drafter | None:
+    def drafter(self, prompt: list[int], seq_id: int) -> Drafter | None:
         """A reply's proposed tokens, if the engine drafts (:mod:`app.engine.draft`)."""
         ...
 
@@ -320,7 +320,7 @@ class BatchDecoder:
             return True
         reply.prompt = prompt
         reply.stops = StopStrings(stop_strings + reply.settings.stop)
-        reply.drafter = self._host.drafter(prompt)
+        reply.drafter = self._host.drafter(prompt, sequence.seq_id)
         report.cached_tokens = kept
         report.prefill_done = kept
         report.prefill_started_at = time.perf_counter()

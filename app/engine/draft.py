@@ -11,7 +11,7 @@ latest earlier occurrence of the last few tokens. Replies that copy from their i
 to edit, a document to quote, an earlier turn) are full of such runs; open-ended text has
 few, and a proposal that is refused costs a larger call for one token. So a draft is made
 only when it pays, by measurement on this machine (:class:`DraftCosts`: what a call of n
-tokens takes here) and on this text (:class:`Drafter`: how many proposed tokens were kept
+tokens takes here) and on this text (:class:`LookupDrafter`: how many proposed tokens were kept
 lately). The proposals that are not worth checking are still compared with the tokens the
 model then samples, at no cost to it, so a reply that begins to copy is seen to.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 NGRAMS: Final = (3, 2)
 """The lengths of the runs looked up, longest first (a single token matches too often to be
@@ -150,8 +150,27 @@ class _Share:
         self.refused = FORGET * self.refused + (not kept)
 
 
-class Drafter:
-    """One reply's drafts: what to propose, and whether checking it now pays.
+class Drafter(Protocol):
+    """One reply's drafts, as the decode loops ask for them.
+
+    Every token sampled goes through :meth:`saw`, in order; :meth:`draft` then says what to
+    check in the next call beside the token to decode (none: decode it alone).
+    """
+
+    costs: DraftCosts
+    """The engine's measured call times (the loops record each call's)."""
+
+    def saw(self, token: int) -> bool:
+        """``token`` was sampled next: True if it is the next proposed one (kept)."""
+        ...
+
+    def draft(self, most: int, beside: int = 0) -> list[int]:
+        """The tokens to check beside the next one decoded (at most ``most``); [] for none."""
+        ...
+
+
+class LookupDrafter:
+    """One reply's drafts from its context: what to propose, and whether checking it now pays.
 
     Every token sampled goes through :meth:`saw`, in order; :meth:`draft` then says what to
     check in the next call beside the token to decode (none: decode it alone). The tokens

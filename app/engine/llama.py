@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,7 +34,13 @@ from app.engine.backend import (
 )
 from app.engine.batch import BatchDecoder
 from app.engine.chat_template import ChatTemplate, TemplateError
-from app.engine.draft import DraftCosts, Drafter
+from app.engine.draft import DraftCosts, Drafter, LookupDrafter
+from app.engine.draft_model import (
+    DraftModel,
+    ModelDrafter,
+    mismatch_sentence,
+    vocabulary_difference,
+)
 from app.engine.errors import ModelLoadError
 from app.engine.generation import (
     DECODE_ABORTED,
@@ -282,6 +289,8 @@ class LlamaBackend:
         self._pieces = TokenPieces(self._vocab)
         self._draft_costs = DraftCosts()
         """What a call of n tokens takes with this context (drafts are sized from it)."""
+        self.draft_model: DraftModel | None = None
+        """The model that writes ahead for this one (None: none; see :meth:`open_draft`)."""
         self._prompt = _Prompt(llm, path)
         self.projector = projector
         """What lets the model see pictures (None: text only)."""
@@ -643,11 +652,68 @@ class LlamaBackend:
 
         return feed
 
-    def drafter(self, prompt: list[int]) -> Drafter | None:
-        """Proposals from the context for this reply, when asked for (see EngineOptions)."""
+    def drafter(self, prompt: list[int], seq_id: int = 0) -> Drafter | None:
+        """This reply's drafts: the draft model's, else the context's if asked for, else none.
+
+        A prompt with pictures is drafted from the context only (a draft model cannot see).
+        """
+        draft = self.draft_model
+        if draft is not None and min(prompt, default=0) >= 0:
+            return ModelDrafter(prompt, draft, seq_id, self._draft_costs)
         if not self._options.prompt_lookup:
             return None
-        return Drafter(prompt, self._draft_costs)
+        return LookupDrafter(prompt, self._draft_costs)
+
+    def open_draft(self, path: Path) -> None:
+        """Open ``path`` as the draft model, on this model's device and for its sequences.
+
+        A draft model that cannot be loaded, or whose vocabulary is not this model's, is not
+        used; the model's info says why (the model itself stays open).
+        """
+        self._note_caller()
+        placement = self._info.placement or Placement()
+        on_gpu = placement.on_gpu
+        device = next((d for d in placement.devices if d.name == placement.device), None)
+        problem: Sentence | None = None
+        try:
+            with _sequences(len(self._sequences)):
+                llm = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=int(llama_cpp.llama_n_ctx(self._ctx)),
+                    n_threads=self.threads[0],
+                    n_threads_batch=self.threads[1],
+                    n_batch=self._options.n_batch,
+                    n_ubatch=n_ubatch(self._options),
+                    n_gpu_layers=-1 if on_gpu else 0,  # all of it on the model's device
+                    split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE,
+                    main_gpu=device.index if on_gpu and device is not None else -1,
+                    op_offload=on_gpu,
+                    flash_attn=self._options.flash_attn,
+                    verbose=False,
+                )
+        except (ValueError, RuntimeError, OSError) as exc:
+            problem = Sentence(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate",
+                    "The draft model {draft} could not be opened, so {model} writes without "
+                    "it. ({reason})",
+                ),
+                {"draft": path.name, "model": self._info.path.name, "reason": str(exc)},
+            )
+        else:
+            how = vocabulary_difference(self._vocab, llama_cpp.llama_model_get_vocab(llm.model))
+            if how is not None:
+                llm.close()
+                problem = mismatch_sentence(path, self._info.path, how)
+            else:
+                self.draft_model = DraftModel(llm, path, (self._abort.callback, self._abort.data))
+        if problem is not None:
+            log.warning("Draft model %s not used: %s", path.name, problem)
+        self._info = replace(
+            self._info,
+            draft_model=path if self.draft_model is not None else None,
+            draft_problem=problem,
+        )
 
     def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
         """After a reply, however it ended: what the KV record keeps of it, then keep that."""
@@ -767,6 +833,8 @@ class LlamaBackend:
         """Compute with ``n_threads`` while decoding and ``n_threads_batch`` for prompts."""
         self._note_caller()
         llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads_batch)
+        if self.draft_model is not None:
+            llama_cpp.llama_set_n_threads(self.draft_model.llm.ctx, n_threads, n_threads_batch)
 
     @property
     def threads(self) -> tuple[int, int]:
@@ -817,6 +885,8 @@ class LlamaBackend:
             self._cache.close()
         if self.projector is not None:
             self.projector.close()
+        if self.draft_model is not None:
+            self.draft_model.close()
         llama_cpp.llama_set_abort_callback(self._ctx, llama_cpp.ggml_abort_callback(), None)
         self._llm.close()
 
@@ -878,7 +948,10 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
                 disk_min_seconds=_DISK_WORTHY_SECONDS,
             )
     projector = _open_projector(llm, path, options, placement)
-    return LlamaBackend(llm, path, options, cache, placement, projector)
+    backend = LlamaBackend(llm, path, options, cache, placement, projector)
+    if options.draft_model is not None:
+        backend.open_draft(options.draft_model)
+    return backend
 
 
 def _open_projector(

@@ -9,6 +9,7 @@ file's size, and says in a sentence what is wrong when the header is damaged.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import mmap
 import os
@@ -25,6 +26,9 @@ from app.sentence import QT_TRANSLATE_NOOP
 log = logging.getLogger(__name__)
 
 CHAT_TEMPLATE_KEY = "tokenizer.chat_template"
+
+TOKENS_KEY = "tokenizer.ggml.tokens"
+"""The vocabulary's tokens: a long array, skipped but fingerprinted (:attr:`GGUFHeader.tokens`)."""
 
 _KEPT_ARRAY_ITEMS = 64
 """Arrays longer than this (the vocabulary, the merges) are skipped, not kept."""
@@ -68,6 +72,7 @@ class GGUFHeader:
         tensor_count: how many tensors the file declares.
         parameters: the number of weights (sum of the tensors' element counts), when read.
         tensors: each tensor's name and where its data starts in the file, when read.
+        tokens: a digest of the vocabulary's tokens as the file holds them ("": none).
     """
 
     version: int
@@ -75,6 +80,26 @@ class GGUFHeader:
     tensor_count: int = 0
     parameters: int | None = None
     tensors: tuple[tuple[str, int], ...] = ()
+    tokens: str = ""
+
+    @property
+    def vocabulary(self) -> str:
+        """What two models must share to draft for each other, as one digest.
+
+        The tokenizer's kind, its tokens (each id's text) and its beginning and end tokens
+        ("": no vocabulary in the header).
+        """
+        if not self.tokens:
+            return ""
+        parts = [self.tokens] + [
+            str(self.metadata.get(key))
+            for key in (
+                "tokenizer.ggml.model",
+                "tokenizer.ggml.bos_token_id",
+                "tokenizer.ggml.eos_token_id",
+            )
+        ]
+        return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
     def tensor_bytes(self, file_size: int) -> dict[str, int]:
         """Each tensor's bytes in a file of ``file_size`` bytes, by name.
@@ -191,11 +216,15 @@ def _parse(data: bytes | mmap.mmap, with_tensors: bool) -> GGUFHeader:
     tensor_count = cursor.count()
     kv_count = cursor.count()
     metadata: dict[str, object] = {}
+    tokens = ""
     for _ in range(kv_count):
         key = cursor.string()
+        start = cursor.pos
         metadata[key] = cursor.value(cursor.u32())
+        if key == TOKENS_KEY:
+            tokens = hashlib.blake2b(data[start : cursor.pos], digest_size=16).hexdigest()
     if not with_tensors:
-        return GGUFHeader(version, metadata, tensor_count)
+        return GGUFHeader(version, metadata, tensor_count, tokens=tokens)
     parameters = 0
     offsets: list[tuple[str, int]] = []
     for _ in range(tensor_count):
@@ -215,7 +244,7 @@ def _parse(data: bytes | mmap.mmap, with_tensors: bool) -> GGUFHeader:
         alignment = 32
     start = -(-cursor.pos // alignment) * alignment
     tensors = tuple((name, start + offset) for name, offset in offsets)
-    return GGUFHeader(version, metadata, tensor_count, parameters, tensors)
+    return GGUFHeader(version, metadata, tensor_count, parameters, tensors, tokens)
 
 
 def parse_gguf_header(data: bytes, name: str, *, with_tensors: bool = False) -> GGUFHeader:
@@ -298,6 +327,9 @@ class ModelCard:
     """Its projector reads pictures."""
     hears: bool = False
     """Its projector reads sound."""
+    vocabulary: str = ""
+    """A digest of its vocabulary (:attr:`GGUFHeader.vocabulary`): models with the same one can
+    draft for each other ("": not known)."""
 
     @property
     def is_projector(self) -> bool:
@@ -352,6 +384,7 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
             projector=projector if sees or hears else None,
             sees=sees,
             hears=hears,
+            vocabulary=header.vocabulary,
         )
 
     try:

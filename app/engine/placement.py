@@ -26,6 +26,7 @@ from app.engine.devices import (
     load_backends,
     probe_devices,
 )
+from app.engine.errors import ModelLoadError
 from app.engine.fit import OffloadPlan, choose_parallel, margin, model_sizes, plan_offload
 from app.engine.model_card import read_gguf_header
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
@@ -129,7 +130,9 @@ def plan_placement(path: Path, options: EngineOptions) -> PlacementPlan:
         return PlacementPlan(None, (cpu_attempt,), None, note, seen)
     header = read_gguf_header(path, with_tensors=True)
     sizes = model_sizes(header, path.stat().st_size)
-    budget = _budget(device, options.gpu_memory_mb)
+    # The draft model goes wholly on the same device, first: the model fits beside it.
+    weights, kv_per_token = draft_need(options.draft_model)
+    budget = max(0, _budget(device, options.gpu_memory_mb) - weights - kv_per_token * options.n_ctx)
     n_ubatch = min(options.n_batch, options.n_ctx)
     if sizes is None:
         # A header without what the fit needs: the user's layers, or every layer, and the
@@ -160,15 +163,35 @@ def resolve_parallel(path: Path, options: EngineOptions) -> EngineOptions:
         if sizes is None:
             parallel = 1
         else:
+            # A draft model's weights and its cache per sequence are counted beside the model's.
+            draft_weights, draft_kv_per_token = draft_need(options.draft_model)
             per_sequence = sizes.shape.kv_cache_bytes(options.n_ctx)
+            per_sequence += draft_kv_per_token * options.n_ctx
             available = psutil.virtual_memory().available
             if options.compute != CPU:
                 device, _ = _chosen_device(options.compute, devices(start_gpu=True))
                 if device is not None:
                     room = _budget(device, options.gpu_memory_mb)
                     available = max(0, room - sizes.weights_on_gpu(sizes.all_layers))
-            parallel = choose_parallel(per_sequence, available)
+            parallel = choose_parallel(per_sequence, max(0, available - draft_weights))
     return replace(options, parallel=parallel, n_ctx=options.n_ctx * parallel)
+
+
+def draft_need(draft: Path | None) -> tuple[int, int]:
+    """A draft model's weights and its KV cache's bytes per token (0, 0: none, or unread).
+
+    Read from its header; one that cannot be read needs nothing here (its load then fails
+    with its own sentence, and the model opens without it).
+    """
+    if draft is None:
+        return 0, 0
+    try:
+        sizes = model_sizes(read_gguf_header(draft, with_tensors=True), draft.stat().st_size)
+    except (ModelLoadError, OSError):
+        return 0, 0
+    if sizes is None:
+        return 0, 0
+    return sizes.weights_on_gpu(sizes.all_layers), sizes.shape.kv_cache_bytes(1)
 
 
 def gpu_budget(placement: Placement, compute: str, cap_mb: int) -> int:

@@ -230,6 +230,12 @@ class ModelHost(QObject):
     def _ready_text(self) -> Sentence:
         if self.model is None:
             return Sentence(QT_TRANSLATE_NOOP("Floodgate", "No model is loaded."))
+        draft = self.model.draft_model
+        if draft is not None:
+            return Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "{name} is ready; {draft} writes ahead for it."),
+                {"name": self.model.name, "draft": draft.stem},
+            )
         return Sentence(
             QT_TRANSLATE_NOOP("Floodgate", "{name} is ready."), {"name": self.model.name}
         )
@@ -256,6 +262,8 @@ class ModelHost(QObject):
         if placement is not None and placement.note is not None:
             # A GPU load that fell back, a driver that failed, a GPU no longer there.
             self.notice.emit(say_sentence(placement.note))
+        if info.draft_problem is not None:
+            self.notice.emit(say_sentence(info.draft_problem))
         if self.replying:
             self.set_state(ModelState.GENERATING, self.answering_text())
         else:

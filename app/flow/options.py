@@ -23,7 +23,7 @@ def engine_options(settings: Settings, cache_dir: Path | None = None) -> EngineO
         settings: the user's settings (the options they share by name with the engine's).
         cache_dir: where processed prompts are kept on disk (None: in RAM only).
     """
-    kept = {f.name for f in fields(Settings)}
+    kept = {f.name for f in fields(Settings)} - {"draft_model"}  # a file's name, not a Path
     shared = {f.name: getattr(settings, f.name) for f in fields(EngineOptions) if f.name in kept}
     return EngineOptions(
         **shared,
@@ -31,6 +31,7 @@ def engine_options(settings: Settings, cache_dir: Path | None = None) -> EngineO
         n_threads=settings.decode_threads,
         n_threads_batch=settings.prompt_threads,
         cache_dir=cache_dir if settings.cache_disk_mb > 0 else None,
+        draft_model=Path(settings.draft_model) if settings.draft_model else None,
     )
 
 
@@ -87,6 +88,14 @@ def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
         help="replies the model writes at once, each with a context of its own in memory "
         "(more uses more memory); 0: chosen from the memory there is; 1: one at a time; "
         "default: Settings' Parallel replies (Auto unless changed)",
+    )
+    parser.add_argument(
+        "--draft-model",
+        type=Path,
+        default=None,
+        metavar="GGUF",
+        help="a smaller model of the same vocabulary that writes ahead for the model "
+        "(speculative decoding); default: Settings' Draft model (none unless chosen)",
     )
     parser.add_argument(
         "--prompt-lookup",

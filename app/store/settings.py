@@ -14,7 +14,7 @@ from typing import Any, Literal
 from app import defaults
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
-Kind = Literal["text", "float", "int", "optional_int", "choice", "flag"]
+Kind = Literal["text", "float", "int", "optional_int", "choice", "flag", "model"]
 
 Section = Literal["replies", "compute", "memory"]
 
@@ -37,6 +37,8 @@ class Settings:
     gpu_memory_mb: int = defaults.GPU_MEMORY_MB
     parallel: int = defaults.PARALLEL
     prompt_lookup: bool = defaults.PROMPT_LOOKUP
+    draft_model: str = ""
+    """The file of a model that writes ahead for the open one ("": none)."""
     decode_threads: int = defaults.DECODE_THREADS
     prompt_threads: int = defaults.PROMPT_THREADS
     n_batch: int = defaults.N_BATCH
@@ -154,6 +156,20 @@ FIELDS: tuple[Field, ...] = (
         ),
     ),
     Field(
+        "draft_model",
+        QT_TRANSLATE_NOOP("Floodgate", "Draft model"),
+        "model",
+        reload=True,
+        section="compute",
+        help=QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "A smaller model of the same family writes a few words ahead, and the open model "
+            "checks them together: faster where the small one guesses well, slower where it "
+            "does not. The reply is the open model's own. Offered: the downloaded models with "
+            "the open model's vocabulary. It takes memory of its own.",
+        ),
+    ),
+    Field(
         "decode_threads",
         QT_TRANSLATE_NOOP("Floodgate", "Decode threads (0: measured on this machine)"),
         "int",
@@ -235,6 +251,8 @@ def parse(field: Field, text: str) -> tuple[Any, Sentence | None]:
         if text.lower() in _YES or text.lower() in _NO:
             return text.lower() in _YES, None
         return None, Sentence(QT_TRANSLATE_NOOP("Floodgate", "Choose on or off."))
+    if field.kind == "model":
+        return text, None  # a file, or "" for none; one that cannot draft is said at load
     if field.kind == "choice":
         # Which choices exist is the machine's (its GPUs): a name no longer there is
         # reported when the model loads, not refused here.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, Signal, Slot
@@ -49,6 +50,8 @@ class SettingsDialog(QDialog):
         placement: where the open model runs, in words (shown under the compute fields).
         parallel: the replies the open model writes side by side, shown beside "Auto" (0:
             not known, or no local model).
+        drafts: the models the "Draft model" choice offers (those of the open model's
+            vocabulary), as (file, name).
 
     Signals:
         settings_chosen(Settings): OK was pressed with valid values.
@@ -69,6 +72,7 @@ class SettingsDialog(QDialog):
         devices: Sequence[tuple[str, str]] = (),
         placement: str = "",
         parallel: int = 0,
+        drafts: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -80,6 +84,7 @@ class SettingsDialog(QDialog):
         self.problems: dict[str, QLabel] = {}
         self._devices = devices
         self._parallel = parallel
+        self._drafts = drafts
         forms: dict[str, QFormLayout] = {}
         for field in self._fields:
             form = forms.setdefault(field.section, QFormLayout())
@@ -144,6 +149,9 @@ class SettingsDialog(QDialog):
         elif field.kind == "choice":
             editor = self._device_choice(getattr(settings, field.name))
             editor.currentIndexChanged.connect(self._check)
+        elif field.kind == "model":
+            editor = self._draft_choice(getattr(settings, field.name))
+            editor.currentIndexChanged.connect(self._check)
         elif field.kind == "flag":
             editor = QCheckBox()
             editor.setChecked(bool(getattr(settings, field.name)))
@@ -182,6 +190,22 @@ class SettingsDialog(QDialog):
             box.addItem(f"{description} ({name})" if description else name, name)
         if box.findData(current) < 0:
             box.addItem(self.tr("{name} (not found now)").format(name=current), current)
+        box.setCurrentIndex(box.findData(current))
+        return box
+
+    def _draft_choice(self, current: str) -> QComboBox:
+        """None, then each model that can draft for the open one (and the saved one)."""
+        box = QComboBox()
+        box.addItem(self.tr("None"), "")
+        for path, name in self._drafts:
+            box.addItem(name, path)
+        if box.findData(current) < 0:
+            box.addItem(
+                self.tr("{name} (not of the open model's vocabulary, or not found)").format(
+                    name=Path(current).name
+                ),
+                current,
+            )
         box.setCurrentIndex(box.findData(current))
         return box
 

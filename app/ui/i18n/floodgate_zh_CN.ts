@@ -407,6 +407,10 @@
         <translation>无法使用该语法：{reason}</translation>
     </message>
     <message>
+        <source>The draft model {draft} could not be opened, so {model} writes without it. ({reason})</source>
+        <translation>无法打开草稿模型 {draft}，因此 {model} 将不借助它来生成。（{reason}）</translation>
+    </message>
+    <message>
         <source>The open model cannot see pictures. Open a model that can (one with a projector, an mmproj file beside it, such as SmolVLM or Gemma 3), or send the message without them.</source>
         <translation>当前打开的模型看不懂图片。请打开一个能看图的模型（旁边带有投影器，即 mmproj 文件，例如 SmolVLM 或 Gemma 3），或者不带图片发送消息。</translation>
     </message>
@@ -521,6 +525,10 @@
     <message>
         <source>No model is loaded.</source>
         <translation>尚未加载模型。</translation>
+    </message>
+    <message>
+        <source>{name} is ready; {draft} writes ahead for it.</source>
+        <translation>{name} 已就绪；{draft} 为它预先起草。</translation>
     </message>
     <message>
         <source>{name} is ready.</source>
@@ -689,6 +697,14 @@
     <message>
         <source>Speculative decoding: where a reply copies from the conversation (code to edit, a text to quote), the words that followed there are checked several at a time, when that is faster on this machine. The model checks every guess, but on a CPU a guessed word is computed in a batch whose last digits differ, so a reply can now and then differ from the one without guessing. The diagnostics panel shows how many guesses were kept.</source>
         <translation>推测解码：当回复照抄对话中的内容（要修改的代码、要引用的文字）时，会一次检查多个在那里紧随其后的词，前提是这在本机上更快。模型会核对每个猜测，但在 CPU 上，猜测的词是在一个批次中计算的，其最后几位数字会有差异，因此回复偶尔会与不猜测时的回复不同。诊断面板会显示保留了多少猜测。</translation>
+    </message>
+    <message>
+        <source>Draft model</source>
+        <translation>草稿模型</translation>
+    </message>
+    <message>
+        <source>A smaller model of the same family writes a few words ahead, and the open model checks them together: faster where the small one guesses well, slower where it does not. The reply is the open model&apos;s own. Offered: the downloaded models with the open model&apos;s vocabulary. It takes memory of its own.</source>
+        <translation>一个同系列的较小模型预先写出几个词，由当前打开的模型一起核对：小模型猜得准时更快，猜不准时更慢。回复仍是当前模型自己的。可选的是与当前模型词表相同的已下载模型。它会占用额外的内存。</translation>
     </message>
     <message>
         <source>Prompt threads (0: every physical core)</source>
@@ -1386,6 +1402,26 @@
         <source>{name} could not be opened as this model&apos;s projector: it was made for another model, or the file is damaged, or it is not a projector this version of llama.cpp reads. Choose the projector that came with the model.</source>
         <translation>无法将 {name} 作为此模型的投影器打开：它可能是为其他模型制作的，或者文件已损坏，或者不是此版本 llama.cpp 能读取的投影器。请选择随模型提供的投影器。</translation>
     </message>
+    <message>
+        <source>another kind of tokenizer</source>
+        <translation>分词器的种类不同</translation>
+    </message>
+    <message>
+        <source>{other} tokens, not {count}</source>
+        <translation>有 {other} 个词元，而不是 {count} 个</translation>
+    </message>
+    <message>
+        <source>other beginning or end tokens</source>
+        <translation>开始或结束词元不同</translation>
+    </message>
+    <message>
+        <source>token {token} is another piece of text</source>
+        <translation>词元 {token} 对应的文本不同</translation>
+    </message>
+    <message>
+        <source>{draft} cannot guess ahead for {model}: their vocabularies differ ({how}). Choose a draft model of the same family (in Settings, Compute), or none.</source>
+        <translation>{draft} 无法为 {model} 预先猜测：它们的词表不同（{how}）。请选择同系列的草稿模型（在“设置”的“计算”中），或不使用草稿模型。</translation>
+    </message>
 </context>
 <context>
     <name>HubPanel</name>
@@ -1971,6 +2007,14 @@
     <message>
         <source>{name} (not found now)</source>
         <translation>{name}（现在未找到）</translation>
+    </message>
+    <message>
+        <source>None</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>{name} (not of the open model&apos;s vocabulary, or not found)</source>
+        <translation>{name}（与当前模型的词表不同，或未找到）</translation>
     </message>
     <message>
         <source>{auto} ({n} now)</source>

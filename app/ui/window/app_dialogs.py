@@ -24,7 +24,7 @@ from app.flow.hub_downloads import HubDownloads
 from app.flow.preferences import PreferencesKeeper
 from app.flow.server_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.sentence import QT_TRANSLATE_NOOP
+from app.sentence import QT_TRANSLATE_NOOP, size_text
 from app.store.paths import PROJECT_DIR, data_dir
 from app.store.secrets import load_api_key, save_api_key
 from app.store.settings import Settings
@@ -86,11 +86,24 @@ class AppDialogs(QObject):
             devices=[(d.name, d.description) for d in placement.devices] if placement else (),
             placement=say_sentence(placement.details()) if placement else "",
             parallel=model.parallel if model is not None else 0,
+            drafts=self._drafts(model.path if model is not None else None),
         )
         dialog.settings_chosen.connect(self._choose_settings)
         dialog.measure_threads.connect(self._session.measure_threads)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
+
+    def _drafts(self, model: Path | None) -> list[tuple[str, str]]:
+        """The models found (the picker's) that can draft for ``model``: its vocabulary's."""
+        cards = self._window.header.cards
+        card = cards.get(model.resolve()) if model is not None else None
+        if card is None or not card.vocabulary:
+            return []
+        return [
+            (str(path), f"{path.stem} ({size_text(other.size_bytes)})")
+            for path, other in sorted(cards.items(), key=lambda item: item[1].size_bytes)
+            if other.vocabulary == card.vocabulary and path != card.path.resolve()
+        ]
 
     def _choose_settings(self, settings: Settings) -> None:
         self._keeper.preferences.settings = settings
