@@ -173,3 +173,66 @@ def test_file_names_and_metadata_are_never_markup(qtbot: QtBot, tmp_path: Path) 
     assert item.text() == "<a href='file:///'>name</a>"
     assert "&lt;i&gt;x&lt;/i&gt;.gguf" in item.toolTip()
     assert "<i>" not in item.toolTip()
+
+
+@pytest.mark.model
+def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
+    qtbot: QtBot, loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    from app.engine.scripted import ScriptedBackend
+    from app.standins.projector import write_projector
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
+    from tests.test_appearance import Saved
+
+    opened: list[EngineOptions] = []
+    backend = ScriptedBackend(["Hi"])
+
+    def opener(path: Path, options: EngineOptions) -> ScriptedBackend:
+        opened.append(options)
+        backend.reopen(path)
+        return backend
+
+    session = ChatSession(opener)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    keeper = Saved()
+    dialogs = AppDialogs(window, keeper, lambda settings: settings)
+    dialogs.open_library()
+    library = window.findChild(ModelLibrary)
+    assert library is not None
+    run_until(loop, lambda: model_path.resolve() in [p.resolve() for p in library.paths()], 30)
+    row = [p.resolve() for p in library.paths()].index(model_path.resolve())
+    assert "sees pictures" not in library.table.item(row, 0).text()
+    assert library.projector_button.isEnabled()
+
+    # Neither a text file nor a model is a projector: each is said, and nothing is paired.
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("not a projector")
+    dialogs.choose_projector(model_path, notes)
+    run_until(loop, lambda: "not a GGUF model file" in library.problems.text(), 10)
+    dialogs.choose_projector(model_path, model_path)
+    run_until(loop, lambda: "is not a projector" in library.problems.text(), 10)
+    assert keeper.preferences.projectors == {}
+
+    (tmp_path / "elsewhere").mkdir()
+    projector = write_projector(tmp_path / "elsewhere" / "mmproj-chosen.gguf")
+    dialogs.choose_projector(model_path, projector)
+    run_until(loop, lambda: "sees pictures" in library.table.item(row, 0).text(), 10)
+    assert str(projector.resolve()) in library.table.item(row, 0).toolTip()
+    assert keeper.preferences.projectors == {str(model_path.resolve()): str(projector.resolve())}
+    assert keeper.calls  # saved
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, 10)
+    assert opened[-1].projector == projector.resolve()
+    loop.run_until_complete(session.close())
+
+
+def test_chosen_projectors_are_kept_in_the_preferences(tmp_path: Path) -> None:
+    from app.store.preferences import Preferences, load_preferences, save_preferences
+
+    file = tmp_path / "preferences.json"
+    save_preferences(Preferences(projectors={"/m/model.gguf": "/p/mmproj.gguf"}), file)
+    assert load_preferences(file).projectors == {"/m/model.gguf": "/p/mmproj.gguf"}
+    file.write_text('{"projectors": {"/m/a.gguf": 3, "": "/p", "/m/b.gguf": "/p/b.gguf"}}')
+    assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf"}

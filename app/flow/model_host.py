@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -59,6 +60,9 @@ class ModelHost(QObject):
     ) -> None:
         super().__init__(parent)
         self.options = options
+        self.projector_for: Callable[[Path], Path | None] = lambda _model: None
+        """The projector chosen by hand for a model file (None: the one beside it, if any);
+        the composition root reads it from the preferences."""
         self.model: ModelInfo | None = None
         self.threads: ThreadReport | None = None
         """The local model's thread counts (None: no local model yet)."""
@@ -110,7 +114,9 @@ class ModelHost(QObject):
             ModelState.LOADING,
             Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
         )
-        self._worker.load(path, self.options)
+        chosen = self.projector_for(path)
+        options = replace(self.options, projector=chosen) if chosen is not None else self.options
+        self._worker.load(path, options)
 
     def measure_threads(self) -> None:
         """Measure the local model's decode threads again (a few seconds, on its thread)."""

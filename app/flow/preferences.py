@@ -32,6 +32,7 @@ class PreferencesKeeper:
             preferences,
             recent_models=list(preferences.recent_models),
             servers=list(preferences.servers),
+            projectors=dict(preferences.projectors),
         )
         saving = asyncio.get_running_loop().run_in_executor(None, save_preferences, snapshot)
         self._saving.add(saving)

@@ -104,6 +104,9 @@ class Preferences:
     """Servers connected to, most recent first (their API keys are never stored here)."""
     api_server: ApiServerPreferences = field(default_factory=ApiServerPreferences)
     """Floodgate's own API server."""
+    projectors: dict[str, str] = field(default_factory=dict)
+    """Projectors chosen by hand: a model file's path, and its projector's (the library's
+    "Choose projector…"); a model not listed pairs with an ``mmproj*.gguf`` beside it."""
 
     def remember_model(self, path: str, keep: int = 20) -> None:
         """Put ``path`` first among the recent models."""
@@ -145,7 +148,15 @@ def load_preferences(path: Path | None = None) -> Preferences:
         recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
         servers=_servers(raw),
         api_server=ApiServerPreferences.from_mapping(raw.get("api_server")),
+        projectors=_projectors(raw.get("projectors")),
     )
+
+
+def _projectors(raw: object) -> dict[str, str]:
+    """The saved pairs of model and projector; anything that is not two paths is left out."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str) and k and v}
 
 
 def save_preferences(preferences: Preferences, path: Path | None = None) -> None:
@@ -162,6 +173,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "recent_models": list(preferences.recent_models),
                 "servers": [asdict(server) for server in preferences.servers],
                 "api_server": asdict(preferences.api_server),
+                "projectors": dict(preferences.projectors),
             }
             json.dump(document, f, indent=2, ensure_ascii=False)
         os.replace(tmp, path)

@@ -49,10 +49,12 @@ class ModelLibrary(QDialog):
     Signals:
         open_requested(Path): Open (or a double-click) on a model.
         add_requested(): Add a file….
+        projector_requested(Path): Choose projector… for the selected model.
     """
 
     open_requested = Signal(object)
     add_requested = Signal()
+    projector_requested = Signal(object)
 
     def __init__(
         self,
@@ -97,12 +99,21 @@ class ModelLibrary(QDialog):
         self.open_button.clicked.connect(lambda: self._open_row(self.table.currentRow()))
         add = QPushButton(self.tr("Add a file…"))
         add.clicked.connect(self.add_requested)
+        self.projector_button = QPushButton(self.tr("Choose projector…"))
+        self.projector_button.setToolTip(
+            self.tr(
+                "The projector (an mmproj file) that lets the selected model see pictures, "
+                "when it is not in the model's folder"
+            )
+        )
+        self.projector_button.clicked.connect(self._choose_projector)
         close = QPushButton(self.tr("Close"))
         close.clicked.connect(self.reject)
-        for other in (add, close):
+        for other in (add, self.projector_button, close):
             other.setAutoDefault(False)  # Enter opens the selected model, wherever the focus is
         buttons = QHBoxLayout()
         buttons.addWidget(add)
+        buttons.addWidget(self.projector_button)
         buttons.addStretch(1)
         buttons.addWidget(self.open_button)
         buttons.addWidget(close)
@@ -129,11 +140,16 @@ class ModelLibrary(QDialog):
         self.accept()
 
     def add_card(self, card: ModelCard) -> None:
-        """Show one model (the one in use is marked and selected); each path once."""
-        if card.path.resolve() in {p.resolve() for p in self.paths()}:
-            return
-        row = self.table.rowCount()
-        self.table.insertRow(row)
+        """Show one model (the one in use is marked and selected); each path once.
+
+        A model already listed is shown again as ``card`` says (a projector chosen for it).
+        """
+        listed = [p.resolve() for p in self.paths()]
+        if card.path.resolve() in listed:
+            row = listed.index(card.path.resolve())
+        else:
+            row = self.table.rowCount()
+            self.table.insertRow(row)
         in_use = self._current is not None and card.path.resolve() == self._current
         marker = self.tr("in use")
         name = f"{card.name}  ({marker})" if in_use else card.name
@@ -173,6 +189,12 @@ class ModelLibrary(QDialog):
         """The models listed, top to bottom."""
         found = (self._path(r) for r in range(self.table.rowCount()))
         return [p for p in found if p is not None]
+
+    @Slot()
+    def _choose_projector(self) -> None:
+        path = self._path(self.table.currentRow())
+        if path is not None:
+            self.projector_requested.emit(path)
 
     @Slot(int)
     def _open_row(self, row: int) -> None:

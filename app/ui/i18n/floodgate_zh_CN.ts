@@ -41,6 +41,17 @@
     </message>
 </context>
 <context>
+    <name>AppDialogs</name>
+    <message>
+        <source>Choose the projector for {name}</source>
+        <translation>为 {name} 选择投影器</translation>
+    </message>
+    <message>
+        <source>Projectors (mmproj*.gguf);;GGUF files (*.gguf);;All files (*)</source>
+        <translation>投影器 (mmproj*.gguf);;GGUF 文件 (*.gguf);;所有文件 (*)</translation>
+    </message>
+</context>
+<context>
     <name>AttachmentChip</name>
     <message>
         <source>Remove this attachment</source>
@@ -777,6 +788,10 @@
     <message>
         <source>The server at {url} sent something that is not a chat stream: {what}</source>
         <translation>{url} 上的服务器发来的内容不是对话流：{what}</translation>
+    </message>
+    <message>
+        <source>{name} is not a projector: choose the model&apos;s mmproj file, the one its download page names for it.</source>
+        <translation>{name} 不是投影器：请选择该模型的 mmproj 文件，即其下载页面为它指明的那个。</translation>
     </message>
     <message>
         <source>{name} is downloaded and ready to open.</source>
@@ -1801,6 +1816,14 @@
     <message>
         <source>Add a file…</source>
         <translation>添加文件…</translation>
+    </message>
+    <message>
+        <source>Choose projector…</source>
+        <translation>选择投影器…</translation>
+    </message>
+    <message>
+        <source>The projector (an mmproj file) that lets the selected model see pictures, when it is not in the model&apos;s folder</source>
+        <translation>让所选模型能看图片的投影器（mmproj 文件），当它不在模型所在的文件夹中时使用</translation>
     </message>
     <message>
         <source>Close</source>

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QFileDialog
 from shiboken6 import isValid
 
 from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
-from app.engine.model_card import ModelCard, find_models, read_model_card
+from app.engine.model_card import ModelCard, find_models, projector_senses, read_model_card
 from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import HubDownloads
@@ -32,6 +34,7 @@ from app.ui.dialogs.chat_dialogs import choose_model_file
 from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.dialogs.server_dialog import ServerDialog
 from app.ui.dialogs.settings_dialog import SettingsDialog
+from app.ui.look.style import follow_theme
 from app.ui.window.main_window import MainWindow
 from app.ui.window.model_header import ServerChoice
 
@@ -63,6 +66,7 @@ class AppDialogs(QObject):
         window.menus.models_requested.connect(self.open_library)
         window.menus.server_requested.connect(self.open_server_dialog)
         self._session.model_changed.connect(self._remember_model)
+        self._session.host.projector_for = self.projector_for
         self._scanning = False
         header = window.header
         header.menu_opening.connect(self.fill_picker)
@@ -123,10 +127,71 @@ class AppDialogs(QObject):
         )
         library.open_requested.connect(session.open_model)
         library.add_requested.connect(lambda: choose_model_file(self._window, session))
+        library.projector_requested.connect(self._ask_for_projector)
         library.finished.connect(library.deleteLater)
         library.open()
         self._library = library
-        self._spawn(describe_models(library, *self._model_files()))
+        self._spawn(describe_models(library, *self._model_files(), self.projector_for))
+
+    def projector_for(self, model: Path) -> Path | None:
+        """The projector chosen by hand for ``model`` (None: the one beside it, if any)."""
+        chosen = self._keeper.preferences.projectors.get(str(model.resolve()))
+        return Path(chosen) if chosen else None
+
+    @Slot(object)
+    def _ask_for_projector(self, model: Path) -> None:
+        dialog = QFileDialog(
+            self._library,
+            self.tr("Choose the projector for {name}").format(name=model.name),
+            str(model.parent),
+            self.tr("Projectors (mmproj*.gguf);;GGUF files (*.gguf);;All files (*)"),
+        )
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda name: self.choose_projector(model, Path(name)))
+        follow_theme(dialog)
+        dialog.open()
+
+    def choose_projector(self, model: Path, projector: Path) -> None:
+        """Pair ``projector`` with ``model`` if it is one (its header is read off the UI thread).
+
+        The pair is remembered; the library shows it; the model, if open, opens again with it.
+        Anything else is said in the library, and nothing changes.
+        """
+
+        async def check() -> None:
+            try:
+                card = await asyncio.to_thread(read_model_card, projector)
+                senses = await asyncio.to_thread(projector_senses, projector)
+            except ModelLoadError as exc:
+                self._say_in_library(say_sentence(exc.sentence))
+                return
+            if not card.is_projector or senses == (False, False):
+                self._say_in_library(
+                    say(
+                        QT_TRANSLATE_NOOP(
+                            "Floodgate",
+                            "{name} is not a projector: choose the model's mmproj file, the "
+                            "one its download page names for it.",
+                        ),
+                        name=projector.name,
+                    )
+                )
+                return
+            self._keeper.preferences.projectors[str(model.resolve())] = str(projector.resolve())
+            self._keeper.save()
+            library = self._library
+            if library is not None and isValid(library):
+                await describe_models(library, [], [model], self.projector_for)
+            session = self._session
+            if session.model is not None and session.model.path.resolve() == model.resolve():
+                session.open_model(model)
+
+        self._spawn(check())
+
+    def _say_in_library(self, sentence: str) -> None:
+        library = self._library
+        if library is not None and isValid(library):
+            library.add_problem(sentence)
 
     def _model_files(self) -> tuple[list[Path], list[Path]]:
         """Where the library looks for models, and the models opened lately."""
@@ -144,7 +209,7 @@ class AppDialogs(QObject):
 
         async def scan() -> None:
             try:
-                await describe_models(self._window.header, *self._model_files())
+                await describe_models(self._window.header, *self._model_files(), self.projector_for)
             finally:
                 self._scanning = False
 
@@ -193,7 +258,7 @@ class AppDialogs(QObject):
         )
         library = self._library
         if library is not None and isValid(library):
-            self._spawn(describe_models(library, [], [path]))
+            self._spawn(describe_models(library, [], [path], self.projector_for))
 
     @Slot(object)
     def _remember_model(self, info: ModelInfo) -> None:
@@ -275,11 +340,23 @@ class ModelShelf(Protocol):
         """Say that a file could not be described."""
 
 
-async def describe_models(library: ModelShelf, folders: list[Path], recent: list[Path]) -> None:
-    """Fill the model library (or the picker), reading each file's header on a worker thread."""
+async def describe_models(
+    library: ModelShelf,
+    folders: list[Path],
+    recent: list[Path],
+    projector_for: Callable[[Path], Path | None] = lambda _model: None,
+) -> None:
+    """Fill the model library (or the picker), reading each file's header on a worker thread.
+
+    A model with a projector chosen by hand (``projector_for``) is shown with that one.
+    """
     for path in await asyncio.to_thread(find_models, folders, recent):
         try:
             card = await asyncio.to_thread(read_model_card, path)
+            chosen = projector_for(path)
+            if chosen is not None:
+                sees, hears = await asyncio.to_thread(projector_senses, chosen)
+                card = replace(card, projector=chosen, sees=sees, hears=hears)
         except ModelLoadError as exc:
             if isValid(library):
                 library.add_problem(say_sentence(exc.sentence))
