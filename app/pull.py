@@ -121,7 +121,13 @@ def pull(spec: str, folder: Path, n_ctx: int) -> int:
         path: Path | None = None
         for remote in (
             RemoteFile(
-                hub.endpoint, listing.repo_id, listing.revision, f.path, f.size, f.sha256 or ""
+                hub.endpoint,
+                listing.repo_id,
+                listing.revision,
+                f.path,
+                f.size,
+                f.sha256 or "",
+                choice.local_name(f),
             )
             for f in choice.downloads
         ):

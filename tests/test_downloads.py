@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,9 @@ def test_a_split_with_a_part_missing_is_not_offered_and_a_projector_goes_with_a_
     assert offered.projector == files[2]
     assert offered.downloads == (files[4], files[2])
     assert offered.size == 20
+    # Kept under the model's name: paired with it, and safe from another repository's.
+    assert offered.local_name(files[2]) == "mmproj-M-IQ2_XXS.gguf"
+    assert offered.local_name(files[4]) == "M-IQ2_XXS.gguf"
     q8 = HubFile("mmproj-M-Q8_0.gguf", 5, sha)
     assert projector_for("Q8_0", [files[2], q8]) == q8
     assert projector_for("Q4_K_M", [q8, files[2]]) == files[2]
@@ -719,3 +723,17 @@ def test_a_pause_and_resume_before_the_first_byte_still_show_the_download(
     after_resume = states[states.index(State.QUEUED, 2) :]
     assert State.DOWNLOADING in after_resume
     assert any(s.state is State.DOWNLOADING and s.done > 0 for s in seen)
+
+
+def test_a_file_kept_under_another_name_keeps_it_through_a_resume_record() -> None:
+    sha = "a" * 64
+    remote = RemoteFile(
+        "http://hub.test", "o/r", "main", "sub/mmproj-F16.gguf", 10, sha, "mmproj-M.gguf"
+    )
+    assert remote.name == "mmproj-M.gguf"
+    assert RemoteFile.from_record(asdict(remote)) == remote
+    older = {k: v for k, v in asdict(remote).items() if k != "local"}  # a record from before
+    assert RemoteFile.from_record(older).name == "mmproj-F16.gguf"  # type: ignore[union-attr]
+    for unsafe in ("../mmproj.gguf", "a/b.gguf", "mmproj.txt"):
+        with pytest.raises(ValueError, match="name"):
+            RemoteFile("http://hub.test", "o/r", "main", "mmproj-F16.gguf", 10, sha, unsafe)

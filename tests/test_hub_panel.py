@@ -269,7 +269,9 @@ def test_the_hub_panel_finds_models_that_see_and_names_the_projector_that_comes_
     panel.download_button.click()
     run_until(loop, lambda: "Downloaded" in cell(panel.transfers, 0, 2), timeout=20)
     assert (downloads.folder / "Tiny-Q4_K_M.gguf").is_file()
-    assert (downloads.folder / "mmproj-Tiny-F16.gguf").is_file()
+    # The projector is kept under its model's name, which pairs them in the downloads folder.
+    assert (downloads.folder / "mmproj-Tiny-Q4_K_M.gguf").read_bytes() == tiny(120_000)
+    assert not (downloads.folder / "mmproj-Tiny-F16.gguf").exists()
     assert not (downloads.folder / "mmproj-Tiny-Q8_0.gguf").exists()
     panel.sees.setChecked(False)
     search(loop, panel, "Tiny")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.downloads.transfer import partial_paths
-from app.engine.model_card import read_model_card
+from app.engine.model_card import find_projector, read_model_card
 from app.main import build_parser
 from app.standins.projector import ProjectorShape, write_projector
 from app.store.paths import DEFAULT_MODEL, PROJECT_DIR
@@ -160,26 +160,34 @@ def test_pull_goes_through_the_proxy_the_environment_names(
 def test_pull_of_a_model_that_sees_fetches_its_projector_beside_it_and_says_so(
     fake_hub: FakeHub, floodgate_home: Path, tmp_path: Path
 ) -> None:
-    projector = write_projector(tmp_path / "mmproj-SmolVLM-test-f16.gguf", ProjectorShape())
+    # The repository names its projector as ggml-org's do, after no model in particular.
+    projector = write_projector(tmp_path / "mmproj-model-f16.gguf", ProjectorShape())
     fake_hub.add(
         FakeRepo(
             "tester/SmolVLM-test-GGUF",
             {
                 "SmolVLM-test-Q4_1.gguf": FakeFile(source=DEFAULT_MODEL),
-                "mmproj-SmolVLM-test-f16.gguf": FakeFile(source=projector),
-                "mmproj-SmolVLM-test-Q2_K.gguf": FakeFile(data=b"GGUF" + bytes(60)),
+                "mmproj-model-f16.gguf": FakeFile(source=projector),
+                "mmproj-model-Q2_K.gguf": FakeFile(data=b"GGUF" + bytes(60)),
             },
         )
     )
+    models = floodgate_home / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (models / "Other-Q4_1.gguf").write_bytes(b"GGUF")  # the downloads folder holds others
     child = start_pull("tester/SmolVLM-test-GGUF", floodgate_home, fake_hub)
     out, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     # Said before the download: which projector, and its size (F16: no Q4_1 projector).
     listed = next(line for line in out.splitlines() if "SmolVLM-test-Q4_1.gguf" in line)
-    assert "+ projector mmproj-SmolVLM-test-f16.gguf (" in listed
-    models = floodgate_home / "models"
-    assert (models / "mmproj-SmolVLM-test-f16.gguf").read_bytes() == projector.read_bytes()
-    assert not (models / "mmproj-SmolVLM-test-Q2_K.gguf").exists()
+    assert "+ projector mmproj-model-f16.gguf (" in listed
+    # Kept under the model's name, so that it pairs with it and with no other model there,
+    # and a second repository's mmproj-model-f16.gguf cannot overwrite it.
+    kept = models / "mmproj-SmolVLM-test-Q4_1.gguf"
+    assert kept.read_bytes() == projector.read_bytes()
+    assert not (models / "mmproj-model-f16.gguf").exists()
+    assert not (models / "mmproj-model-Q2_K.gguf").exists()
     card = read_model_card(models / "SmolVLM-test-Q4_1.gguf")
     assert card.sees
-    assert card.projector == models / "mmproj-SmolVLM-test-f16.gguf"
+    assert card.projector == kept
+    assert find_projector(models / "Other-Q4_1.gguf") is None

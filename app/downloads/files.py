@@ -117,6 +117,20 @@ class ModelChoice:
         """The file llama.cpp opens (and the one whose header describes the model)."""
         return self.files[0]
 
+    def local_name(self, file: HubFile) -> str:
+        """The name ``file`` is kept under in the models folder.
+
+        The model's files keep their names. The projector is named after the model
+        (``mmproj-<model>.gguf``): repositories often call theirs ``mmproj-F16.gguf`` or
+        ``mmproj-model-f16.gguf``, which in the one downloads folder would pair with no model
+        (:func:`~app.engine.model_card.find_projector` pairs by shared name) and would
+        overwrite another repository's projector of the same name.
+        """
+        if file is not self.projector:
+            return file.name
+        stem = self.first.name.removesuffix(".gguf")
+        return f"mmproj-{stem}.gguf"
+
     @property
     def is_split(self) -> bool:
         """Whether it comes in several parts."""

@@ -87,11 +87,15 @@ class RemoteFile:
     path: str
     size: int
     sha256: str
+    local: str = ""
+    """The name it is kept under ("": its name in the repository)."""
 
     def __post_init__(self) -> None:
         if urlsplit(self.endpoint).scheme not in ("http", "https"):
             raise ValueError("endpoint")
         if not safe_repo_id(self.repo_id) or local_name(self.path) is None:
+            raise ValueError("name")
+        if self.local and (local_name(self.local) is None or "/" in self.local):
             raise ValueError("name")
         if not _SHA256.match(self.sha256) or self.size <= 0 or not self.revision:
             raise ValueError("listing")
@@ -99,7 +103,7 @@ class RemoteFile:
     @property
     def name(self) -> str:
         """The local file name."""
-        return self.path.rsplit("/", 1)[-1]
+        return self.local or self.path.rsplit("/", 1)[-1]
 
     @property
     def url(self) -> str:
@@ -119,6 +123,7 @@ class RemoteFile:
                 path=str(data["path"]),
                 size=int(data["size"]),
                 sha256=str(data["sha256"]),
+                local=str(data.get("local", "")),
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -387,6 +387,14 @@ class HubDownloads(QObject):
 
 def _remote_files(hub: Hub, listing: RepoListing, choice: ModelChoice) -> list[RemoteFile]:
     return [
-        RemoteFile(hub.endpoint, listing.repo_id, listing.revision, f.path, f.size, f.sha256 or "")
+        RemoteFile(
+            hub.endpoint,
+            listing.repo_id,
+            listing.revision,
+            f.path,
+            f.size,
+            f.sha256 or "",
+            choice.local_name(f),
+        )
         for f in choice.downloads
     ]
