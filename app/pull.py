@@ -23,7 +23,7 @@ from app.downloads.errors import DownloadError
 from app.downloads.estimate import Assessment, assess, machine_memory
 from app.downloads.files import ModelChoice, find_choice, size_text
 from app.downloads.hub import Hub, RepoListing
-from app.downloads.transfer import FileTransfer, RemoteFile
+from app.downloads.transfer import FileTransfer, remote_files
 from app.store.paths import data_dir
 
 
@@ -119,18 +119,7 @@ def pull(spec: str, folder: Path, n_ctx: int) -> int:
             print(f"Name one of them: {what}.", file=sys.stderr)
             return 1
         path: Path | None = None
-        for remote in (
-            RemoteFile(
-                hub.endpoint,
-                listing.repo_id,
-                listing.revision,
-                f.path,
-                f.size,
-                f.sha256 or "",
-                choice.local_name(f),
-            )
-            for f in choice.downloads
-        ):
+        for remote in remote_files(hub.endpoint, listing, choice):
             with tqdm(
                 total=remote.size, unit="B", unit_scale=True, unit_divisor=1024, desc=remote.name
             ) as bar:

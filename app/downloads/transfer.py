@@ -43,8 +43,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from app.downloads.errors import DownloadError
-from app.downloads.files import local_name, safe_repo_id, size_text
-from app.downloads.hub import USER_AGENT, refused, resolve_url
+from app.downloads.files import ModelChoice, local_name, safe_repo_id, size_text
+from app.downloads.hub import USER_AGENT, RepoListing, refused, resolve_url
 from app.engine.errors import ModelLoadError
 from app.engine.model_file import check_model_file
 from app.sentence import QT_TRANSLATE_NOOP
@@ -127,6 +127,22 @@ class RemoteFile:
             )
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def remote_files(endpoint: str, listing: RepoListing, choice: ModelChoice) -> list[RemoteFile]:
+    """The files to download for ``choice``, each under the name it is kept under."""
+    return [
+        RemoteFile(
+            endpoint,
+            listing.repo_id,
+            listing.revision,
+            f.path,
+            f.size,
+            f.sha256 or "",
+            choice.local_name(f),
+        )
+        for f in choice.downloads
+    ]
 
 
 class StoppedError(Exception):

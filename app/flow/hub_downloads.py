@@ -22,7 +22,7 @@ from app.downloads.files import ModelChoice, size_text
 from app.downloads.hub import Hub, ModelSearch, RepoListing, RepoSummary, save_token
 from app.downloads.hub import Sort as Sort  # the window names the orders by it
 from app.downloads.queue import DownloadQueue, DownloadStatus, State, waiting_downloads
-from app.downloads.transfer import RemoteFile
+from app.downloads.transfer import RemoteFile, remote_files
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP
 
@@ -309,7 +309,7 @@ class HubDownloads(QObject):
         choice = next((c for c in listing.choices if c.label == label), None)
         if choice is None:
             return None
-        return self.add(_remote_files(hub, listing, choice), hub.headers())
+        return self.add(remote_files(hub.endpoint, listing, choice), hub.headers())
 
     def add(self, files: list[RemoteFile], headers: dict[str, str] | None = None) -> DownloadRow:
         """Queue ``files`` (one model's) for download."""
@@ -383,18 +383,3 @@ class HubDownloads(QObject):
         self.changed.emit(row)
         if status.state is State.DONE and status.path is not None:
             self.finished.emit(status.path)
-
-
-def _remote_files(hub: Hub, listing: RepoListing, choice: ModelChoice) -> list[RemoteFile]:
-    return [
-        RemoteFile(
-            hub.endpoint,
-            listing.repo_id,
-            listing.revision,
-            f.path,
-            f.size,
-            f.sha256 or "",
-            choice.local_name(f),
-        )
-        for f in choice.downloads
-    ]
