@@ -26,10 +26,12 @@ from app.engine import (
     GenerationReport,
     GenerationSettings,
     StopSignal,
+    draft_model,
     generation,
 )
 from app.engine.batch import BatchDecoder, BatchedReply
 from app.engine.draft import GAIN_NEEDED, DraftCosts, LookupDrafter, PromptLookup
+from app.engine.draft_model import ModelDrafter
 from app.engine.llama import LlamaBackend, open_llama
 from app.flow.session import ChatSession, ModelState
 from app.store.settings import Settings
@@ -191,6 +193,50 @@ def test_beside_other_replies_a_draft_must_pay_for_their_slower_step() -> None:
     beside.saw(1)
     beside.saw(2)
     assert beside.draft(1, beside=3) == []
+
+
+class GuessingModel:
+    """A draft model that proposes the context's next tokens, taking ``seconds`` to do so."""
+
+    def __init__(self, clock: list[float], seconds: float, guesses: list[int]) -> None:
+        self.clock, self.seconds, self.guesses = clock, seconds, guesses
+
+    def propose(self, seq_id: int, context: list[int], most: int) -> list[int]:
+        self.clock[0] += self.seconds
+        return self.guesses[len(context) : len(context) + min(most, 4)]
+
+
+def _draft_model_run(seconds: float, costs: DraftCosts, tokens: int = 200) -> ModelDrafter:
+    """A reply of ``tokens`` that the guesses always match, decoded through a ModelDrafter."""
+    clock = [0.0]
+    reply = list(range(1000, 1000 + tokens + 10))
+    model = GuessingModel(clock, seconds, reply)
+    drafter = ModelDrafter([], model, 0, costs, clock=lambda: clock[0])  # type: ignore[arg-type]
+    drafts = 0
+    i = 0
+    while i < tokens:
+        drafter.saw(reply[i])
+        draft = drafter.draft(tokens - i)
+        drafts += bool(draft)
+        for token in draft:  # every guess kept
+            i += 1
+            drafter.saw(token)
+        i += 1
+    drafter.drafts = drafts  # type: ignore[attr-defined]
+    return drafter
+
+
+def test_a_draft_model_that_drafts_slower_than_none_pauses_then_tries_again() -> None:
+    linear = _costs(lambda n: 0.010 * n)  # a check of n costs n plain calls
+    # Each draft of 4 (all kept) takes 50 ms of drafting and 50 ms of checking: 5 tokens in
+    # 100 ms, against one per 10 ms plain.
+    slow = _draft_model_run(0.050, linear)
+    assert slow.pauses >= 2  # paused, tried again after the pause, paused again
+    assert slow.drafts < 20  # most of the reply decoded plainly  # type: ignore[attr-defined]
+    # Drafting in 1 ms, checking 5 in one 11 ms call (a GPU's costs): never paused.
+    fast = _draft_model_run(0.001, _costs(lambda n: 0.010 + 0.0002 * n))
+    assert fast.pauses == 0
+    assert fast.drafts >= 35  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------- with the model
@@ -435,9 +481,15 @@ def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
 
 @pytest.fixture(scope="module")
 def drafting_with_itself(model_path: Path) -> Iterator[LlamaBackend]:
-    """The bundled model with itself as its draft model: every greedy guess is its own."""
+    """The bundled model with itself as its draft model: every greedy guess is its own.
+
+    As large as the model, it drafts slower than none here, so its gate would pause it: the
+    gate's pause is made nothing, to test what drafting does (the gate is tested above).
+    """
     opened = open_llama(model_path, replace(WHOLE, draft_model=model_path))
-    yield opened
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(draft_model, "PAUSE_TOKENS", 0)  # the gate never pauses it here
+        yield opened
     opened.close()
 
 
@@ -468,9 +520,12 @@ def test_the_model_as_its_own_draft_keeps_every_greedy_guess(
 
 
 @pytest.mark.model
-def test_a_draft_model_in_a_batch_drafts_for_each_sequence(model_path: Path) -> None:
+def test_a_draft_model_in_a_batch_drafts_for_each_sequence(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     options = replace(WHOLE, parallel=2)
     drafting = open_llama(model_path, replace(options, draft_model=model_path))
+    monkeypatch.setattr(draft_model, "PAUSE_TOKENS", 0)  # as above: drafting, not its gate
     plain = open_llama(model_path, options)
     try:
         ours = side_by_side(drafting, [COPYING["code"], OPEN["story"]])

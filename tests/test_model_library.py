@@ -225,6 +225,7 @@ def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
     session.open_model(model_path)
     run_until(loop, lambda: session.state is ModelState.READY, 10)
     assert opened[-1].projector == projector.resolve()
+    assert opened[-1].projector_fallback  # remembered: if it fails later, the model still opens
     loop.run_until_complete(session.close())
 
 

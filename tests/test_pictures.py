@@ -198,6 +198,26 @@ def test_a_projector_for_another_model_is_refused_with_a_sentence(
     assert "another model" in str(refused.value)
 
 
+def test_a_projector_remembered_for_the_model_that_fails_leaves_it_open_for_text(
+    model_path: Path, tmp_path: Path
+) -> None:
+    other = write_projector(tmp_path / "mmproj-other.gguf", ProjectorShape(text_width=2048))
+    gone = tmp_path / "mmproj-moved-away.gguf"
+    with pytest.raises(ModelLoadError, match=r"mmproj-moved-away\.gguf cannot be read"):
+        open_llama(model_path, EngineOptions(n_threads=2, projector=gone))
+    for projector, says in ((other, "could not be opened"), (gone, "cannot be read")):
+        options = EngineOptions(n_threads=2, projector=projector, projector_fallback=True)
+        backend = open_llama(model_path, options)
+        try:
+            assert backend.projector is None
+            assert backend.info.projector is None
+            problem = str(backend.info.projector_problem)
+            assert projector.name in problem
+            assert says in problem
+        finally:
+            backend.close()
+
+
 def test_a_damaged_projector_is_refused_with_a_sentence(model_path: Path, tmp_path: Path) -> None:
     whole = write_projector(tmp_path / "mmproj-test.gguf", SHAPE).read_bytes()
     damaged = tmp_path / "mmproj-damaged.gguf"

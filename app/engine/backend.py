@@ -74,6 +74,9 @@ class EngineOptions:
             2-core CPU it decodes about 16 % slower at a 1,000-token context).
         projector: the model's projector (``mmproj-*.gguf``), which lets it see pictures
             (None: text only).
+        projector_fallback: a ``projector`` that cannot be opened leaves the model open for
+            text, and the model's info says why (a projector remembered for the model in the
+            library); off, it fails the load with its sentence (one asked for on purpose).
         draft_model: a smaller model of the same vocabulary that writes ahead for this one
             (speculative decoding, :mod:`app.engine.draft_model`; None: none). One of another
             vocabulary is not opened, and the model's info says why.
@@ -95,6 +98,7 @@ class EngineOptions:
     prompt_lookup: bool = defaults.PROMPT_LOOKUP
     flash_attn: bool = False
     projector: Path | None = None
+    projector_fallback: bool = False
     draft_model: Path | None = None
 
 
@@ -285,6 +289,8 @@ class ModelInfo:
     """Whether the model reads pictures (its projector has a vision encoder)."""
     hears: bool = False
     """Whether the model reads sound (its projector has an audio encoder)."""
+    projector_problem: Sentence | None = None
+    """Why the projector asked for was not opened, the model opened for text (None: none)."""
     draft_model: Path | None = None
     """The draft model that writes ahead for it (None: none)."""
     draft_problem: Sentence | None = None

@@ -19,7 +19,9 @@ and after :data:`~app.engine.draft.MOST_DRAFTED` tokens.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -170,30 +172,88 @@ class DraftModel:
         self.llm.close()
 
 
+PAUSE_TOKENS: Final = 32
+"""Tokens decoded without the draft model after its drafts measured slower than none, before
+it is tried again (the text may have changed: code to copy after an explanation)."""
+
+
 class ModelDrafter:
     """One reply's drafts from a draft model (a :class:`~app.engine.draft.Drafter`).
+
+    A draft model's guesses cost its own calls on top of the larger check, so each proposal's
+    outcome is measured: the tokens the reply got from it (one, and the guesses kept) per
+    second of drafting and checking, against a plain call's one token. While that measures
+    slower (a fading ratio under 1), the reply decodes without drafts for
+    :data:`PAUSE_TOKENS` tokens, then tries again.
 
     Args:
         context: the reply's prompt tokens.
         model: the draft model.
         seq_id: the reply's sequence (the draft model keeps one per place in the batch).
-        costs: the engine's measured call times (recorded by the loops; a draft model's
-            drafts are checked whenever it is confident, as the user chose it).
+        costs: the engine's measured call times (the decode loops record them).
+        clock: the time, in seconds (for tests).
     """
 
     def __init__(
-        self, context: Sequence[int], model: DraftModel, seq_id: int, costs: DraftCosts
+        self,
+        context: Sequence[int],
+        model: DraftModel,
+        seq_id: int,
+        costs: DraftCosts,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.context = list(context)
         self.model = model
         self.seq_id = seq_id
         self.costs = costs
+        self._clock = clock
+        self._pending: list[int] = []  # the last proposal, compared with what comes
+        self._round: tuple[float, int, int] | None = None  # seconds, proposed, beside
+        self._kept = 0
+        self._pause = 0
+        self._weighed_from = False  # proposals are weighed from the second on
+        self.gain = 1.0
+        """Tokens per second with its drafts over without, fading (1 until measured)."""
+        self.pauses = 0
+        """How many times drafting paused for measuring slower (for tests and the bench)."""
 
     def saw(self, token: int) -> bool:
-        """``token`` was sampled next."""
+        """``token`` was sampled next: True if it is the next guessed one (kept)."""
         self.context.append(token)
+        if self._pending and token == self._pending[0]:
+            del self._pending[0]
+            self._kept += 1
+            return True
+        self._pending = []
         return False
 
     def draft(self, most: int, beside: int = 0) -> list[int]:
         """What the draft model writes next, while it is confident (at most ``most``)."""
-        return self.model.propose(self.seq_id, self.context, most)
+        self._settle()
+        if self._pause > 0:
+            self._pause -= 1
+            return []
+        started = self._clock()
+        proposal = self.model.propose(self.seq_id, self.context, most)
+        if self._weighed_from:  # the first one read the whole prompt: not a draft's cost
+            self._round = (self._clock() - started, len(proposal), beside)
+        self._weighed_from = True
+        self._pending, self._kept = list(proposal), 0
+        return proposal
+
+    def _settle(self) -> None:
+        """Weigh the last proposal's outcome; pause drafting while it measures slower."""
+        if self._round is None:
+            return
+        seconds, proposed, beside = self._round
+        self._round = None
+        plain = self.costs.seconds(1 + beside)
+        checked = self.costs.seconds(1 + beside + proposed)
+        if math.isnan(plain) or math.isnan(checked):
+            return  # nothing to weigh it against yet
+        ratio = (1 + self._kept) / (seconds + checked) * plain
+        self.gain += 0.3 * (ratio - self.gain)
+        if self.gain < 1.0:
+            self._pause = PAUSE_TOKENS
+            self.pauses += 1
+            self.gain = 1.0  # the next try starts afresh

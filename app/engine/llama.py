@@ -664,6 +664,10 @@ class LlamaBackend:
             return None
         return LookupDrafter(prompt, self._draft_costs)
 
+    def projector_problem(self, problem: Sentence) -> None:
+        """The projector asked for could not be opened; the model reads text only."""
+        self._info = replace(self._info, projector_problem=problem)
+
     def open_draft(self, path: Path) -> None:
         """Open ``path`` as the draft model, on this model's device and for its sequences.
 
@@ -947,8 +951,10 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
                 disk_budget=options.cache_disk_mb * _MIB,
                 disk_min_seconds=_DISK_WORTHY_SECONDS,
             )
-    projector = _open_projector(llm, path, options, placement)
+    projector, problem = _open_projector(llm, path, options, placement)
     backend = LlamaBackend(llm, path, options, cache, placement, projector)
+    if problem is not None:
+        backend.projector_problem(problem)
     if options.draft_model is not None:
         backend.open_draft(options.draft_model)
     return backend
@@ -956,26 +962,29 @@ def open_llama(path: Path, options: EngineOptions) -> LlamaBackend:
 
 def _open_projector(
     llm: llama_cpp.Llama, path: Path, options: EngineOptions, placement: Placement
-) -> Projector | None:
+) -> tuple[Projector | None, Sentence | None]:
     """Open the model's projector: the one asked for, else an ``mmproj*.gguf`` beside it.
 
-    A projector asked for that fails closes the model too, with its sentence; one found
-    beside the model that fails leaves the model open for text, and is logged.
+    A projector asked for that fails closes the model too, with its sentence, unless
+    ``options.projector_fallback``: then the model opens for text and the sentence comes
+    back to be shown. One found beside the model that fails leaves the model open for text,
+    and is logged.
     """
     chosen = options.projector
     found = chosen or find_projector(path)
     if found is None or (chosen is None and projector_senses(found) == (False, False)):
-        return None
+        return None, None
     threads = options.n_threads_batch or physical_cores()
     kept = options.cache_dir.with_name("picture-cache") if options.cache_dir else None
     try:
-        return Projector(found, llm.model, threads, use_gpu=placement.on_gpu, cache_dir=kept)
+        projector = Projector(found, llm.model, threads, use_gpu=placement.on_gpu, cache_dir=kept)
     except ProjectorError as exc:
-        if chosen is None:
-            log.warning("Projector beside %s not opened: %s", path.name, exc)
-            return None
+        if chosen is None or options.projector_fallback:
+            log.warning("Projector %s for %s not opened: %s", found.name, path.name, exc)
+            return None, exc.sentence if chosen is not None else None
         llm.close()
         raise ModelLoadError(exc.sentence.template, **exc.sentence.fields) from None
+    return projector, None
 
 
 def _load(

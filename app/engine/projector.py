@@ -213,7 +213,15 @@ class Projector:
         stop_hook: bool = True,
     ) -> None:
         self.path = path
-        self.digest = file_digest(path)
+        try:
+            self.digest = file_digest(path)
+        except OSError as exc:  # moved, deleted, unreadable since it was chosen
+            raise ProjectorError(
+                Sentence(
+                    QT_TRANSLATE_NOOP("Floodgate", "The projector {name} cannot be read: {reason}"),
+                    {"name": path.name, "reason": exc.strerror or str(exc)},
+                )
+            ) from exc
         self._hook = _StopHook()
         params = mtmd.mtmd_context_params_default()
         params.use_gpu = use_gpu

@@ -115,7 +115,10 @@ class ModelHost(QObject):
             Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
         )
         chosen = self.projector_for(path)
-        options = replace(self.options, projector=chosen) if chosen is not None else self.options
+        options = self.options
+        if chosen is not None:
+            # Remembered for this model: if it cannot be opened now, the model opens for text.
+            options = replace(options, projector=chosen, projector_fallback=True)
         self._worker.load(path, options)
 
     def measure_threads(self) -> None:
@@ -268,8 +271,9 @@ class ModelHost(QObject):
         if placement is not None and placement.note is not None:
             # A GPU load that fell back, a driver that failed, a GPU no longer there.
             self.notice.emit(say_sentence(placement.note))
-        if info.draft_problem is not None:
-            self.notice.emit(say_sentence(info.draft_problem))
+        for problem in (info.projector_problem, info.draft_problem):
+            if problem is not None:
+                self.notice.emit(say_sentence(problem))
         if self.replying:
             self.set_state(ModelState.GENERATING, self.answering_text())
         else:

@@ -1402,6 +1402,10 @@
         <translation>{name} 不是 Floodgate 能读取的图片（PNG、JPEG、WebP、GIF 或 BMP），或者文件已损坏。</translation>
     </message>
     <message>
+        <source>The projector {name} cannot be read: {reason}</source>
+        <translation>无法读取投影器 {name}：{reason}</translation>
+    </message>
+    <message>
         <source>This projector places pictures in two dimensions (M-RoPE, as Qwen-VL models do), which Floodgate does not support yet.</source>
         <translation>这个投影器以二维方式放置图片（M-RoPE，如 Qwen-VL 模型），Floodgate 暂不支持。</translation>
     </message>
