@@ -12,6 +12,7 @@ decides *when* drafts are checked, never what is kept.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import replace
@@ -393,14 +394,23 @@ def test_stop_in_a_draft_check_then_a_follow_up_is_the_exact_modes(
         exact.close()
 
 
+@contextlib.contextmanager
+def batches(model_path: Path, **drafting: Any) -> Iterator[tuple[LlamaBackend, LlamaBackend]]:
+    """Two contexts of two places each, one drafting with ``drafting``'s options, one plain."""
+    options = replace(WHOLE, parallel=2)
+    with contextlib.ExitStack() as stack:
+        ours = open_llama(model_path, replace(options, **drafting))
+        stack.callback(ours.close)
+        plain = open_llama(model_path, options)
+        stack.callback(plain.close)
+        yield ours, plain
+
+
 @pytest.mark.model
 def test_replies_side_by_side_with_drafts_are_their_plain_replies(model_path: Path) -> None:
     """Two copying replies in one batch, each checking its own drafts in the same calls."""
-    options = replace(WHOLE, parallel=2)
-    drafting = open_llama(model_path, replace(options, prompt_lookup=True))
-    plain = open_llama(model_path, options)
-    drafting._draft_costs = Flat()
-    try:
+    with batches(model_path, prompt_lookup=True) as (drafting, plain):
+        drafting._draft_costs = Flat()
         names = ["code", "text"]
         ours = side_by_side(drafting, [COPYING[n] for n in names])
         theirs = side_by_side(plain, [COPYING[n] for n in names])
@@ -412,9 +422,6 @@ def test_replies_side_by_side_with_drafts_are_their_plain_replies(model_path: Pa
             assert report.draft_kept > report.reply_tokens / 3, name
         for sequence in drafting.batch.sequences if drafting.batch else ():
             assert sequence.in_step()
-    finally:
-        drafting.close()
-        plain.close()
 
 
 def side_by_side(
@@ -446,10 +453,6 @@ def side_by_side(
 def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
     model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = replace(WHOLE, parallel=2)
-    drafting = open_llama(model_path, replace(options, prompt_lookup=True))
-    plain = open_llama(model_path, options)
-    drafting._draft_costs = Flat()
     stops: list[StopSignal] = []
     decode = BatchDecoder._decode
 
@@ -458,7 +461,8 @@ def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
             stops.pop().set()  # raised just before the call: the abort callback ends it
         return decode(self, what, **args)
 
-    try:
+    with batches(model_path, prompt_lookup=True) as (drafting, plain):
+        drafting._draft_costs = Flat()
         expected = side_by_side(plain, [COPYING["code"], COPYING["text"]])[1][0]
         monkeypatch.setattr(BatchDecoder, "_decode", stop_the_first_while_checking)
         (_, cut_report), (text, report) = side_by_side(
@@ -471,9 +475,6 @@ def test_stop_in_a_batch_step_with_drafts_cuts_one_reply_and_not_the_other(
         assert drafting.batch is not None
         for sequence in drafting.batch.sequences:
             assert sequence.in_step()  # the aborted step's rows, drafts too, were cut back
-    finally:
-        drafting.close()
-        plain.close()
 
 
 # --------------------------------------------------------------------- a draft model
@@ -523,11 +524,8 @@ def test_the_model_as_its_own_draft_keeps_every_greedy_guess(
 def test_a_draft_model_in_a_batch_drafts_for_each_sequence(
     model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = replace(WHOLE, parallel=2)
-    drafting = open_llama(model_path, replace(options, draft_model=model_path))
     monkeypatch.setattr(draft_model, "PAUSE_TOKENS", 0)  # as above: drafting, not its gate
-    plain = open_llama(model_path, options)
-    try:
+    with batches(model_path, draft_model=model_path) as (drafting, plain):
         ours = side_by_side(drafting, [COPYING["code"], OPEN["story"]])
         theirs = side_by_side(plain, [COPYING["code"], OPEN["story"]])
         assert [text for text, _ in ours] == [text for text, _ in theirs]
@@ -535,9 +533,6 @@ def test_a_draft_model_in_a_batch_drafts_for_each_sequence(
             assert report.batch_peak == 2
             assert report.drafted > 0
             assert report.draft_kept == report.drafted
-    finally:
-        drafting.close()
-        plain.close()
 
 
 @pytest.mark.model

@@ -622,8 +622,6 @@ class BatchDecoder:
         reply.report.finish = "length" if finish == "length" else "done"
         reply.ending = True
         reply.pending = None
-        reply.draft = []
-        self._forget_checked(reply)
         tail = held_back(reply.decoder, reply.stops)
         if tail:
             reply.report.pieces += 1
@@ -670,7 +668,8 @@ class BatchDecoder:
         if reply._remove_listener is not None:
             reply._remove_listener()
             reply._remove_listener = None
-        self._forget_checked(reply)  # a Stop while its proposals were being kept
+        # Proposals not kept when it ended (a Stop, the end of text, a stop string, its length).
+        self._forget_checked(reply)
         reply.draft = []
         sequence = reply.sequence
         reply.report.paused = False

@@ -103,8 +103,6 @@ class DraftModel:
         self._n_batch = int(llama_cpp.llama_n_batch(ctx))
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
         self._held: dict[int, list[int]] = {}  # a sequence's id: the tokens its KV holds
-        self.proposals = 0
-        """Drafts written (for tests and the bench)."""
 
     def propose(self, seq_id: int, context: Sequence[int], most: int) -> list[int]:
         """Up to ``most`` tokens after ``context``, while the draft model is confident.
@@ -130,7 +128,6 @@ class DraftModel:
             proposal.append(token)
             if len(proposal) >= min(most, MOST_DRAFTED) or not self._decode(seq_id, held, [token]):
                 break
-        self.proposals += 1
         return proposal
 
     def _decode(self, seq_id: int, held: list[int], tokens: Sequence[int]) -> bool:
@@ -157,11 +154,6 @@ class DraftModel:
         token = int(logits.argmax())
         top = logits[token]
         return token, float(1.0 / np.exp(logits - top).sum())
-
-    def forget(self, seq_id: int) -> None:
-        """Empty one sequence (its reply's context is gone)."""
-        llama_cpp.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
-        self._held.pop(seq_id, None)
 
     def close(self) -> None:
         """Free the batch, the context and the weights."""

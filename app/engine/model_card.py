@@ -454,6 +454,14 @@ def projector_senses(path: Path) -> tuple[bool, bool]:
     except Exception:  # a damaged projector: the model opens without it, and says so
         log.warning("Projector %s unreadable", path.name)
         return False, False
+    return senses(metadata)
+
+
+def senses(metadata: dict[str, object]) -> tuple[bool, bool]:
+    """Whether a header's file is a projector that reads pictures, and sound.
+
+    (False, False): not a projector.
+    """
     if _text(metadata, "general.architecture") != PROJECTOR_ARCHITECTURE:
         return False, False
     return (

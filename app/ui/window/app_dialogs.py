@@ -19,7 +19,14 @@ from shiboken6 import isValid
 
 from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
-from app.engine.model_card import ModelCard, find_models, projector_senses, read_model_card
+from app.engine.model_card import (
+    ModelCard,
+    find_models,
+    projector_senses,
+    read_gguf_header,
+    read_model_card,
+    senses,
+)
 from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import HubDownloads
@@ -160,12 +167,11 @@ class AppDialogs(QObject):
 
         async def check() -> None:
             try:
-                card = await asyncio.to_thread(read_model_card, projector)
-                senses = await asyncio.to_thread(projector_senses, projector)
+                header = await asyncio.to_thread(read_gguf_header, projector, with_tensors=False)
             except ModelLoadError as exc:
                 self._say_in_library(say_sentence(exc.sentence))
                 return
-            if not card.is_projector or senses == (False, False):
+            if senses(header.metadata) == (False, False):
                 self._say_in_library(
                     say(
                         QT_TRANSLATE_NOOP(
