@@ -171,9 +171,9 @@ async def run_window(
     from app.serve import api_starter
     from app.store.thread_choices import ThreadChoices
     from app.ui.look.appearance import Appearance
+    from app.ui.window.api_server_panel import ApiServerFace
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
-    from app.ui.window.server_panel import ServerFace
 
     screen = app.primaryScreen()
     refresh = screen.refreshRate() if screen is not None else 60.0
@@ -200,7 +200,7 @@ async def run_window(
     serving = ApiServing(
         api_starter(session.host, lambda: session.settings, lambda: session.queue_bound), window
     )
-    server_face = ServerFace(window, serving, keeper)
+    server_face = ApiServerFace(window, serving, keeper)
     _wire_appearance(appearance, window)
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)

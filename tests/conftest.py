@@ -6,8 +6,7 @@ import asyncio
 import gc
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,16 @@ import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.bench.fake_hub import FakeHub
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import ChatSession
+from app.standins.fake_hub import FakeHub
 from app.store.paths import DEFAULT_MODEL
 from app.ui.chat.chat_view import ChatView
+from tests.support import GPU_TESTS
+from tests.support.loop import Loop
 
-Loop = asyncio.AbstractEventLoop
-
-GPU_TESTS = "FLOODGATE_GPU_TESTS"
-"""Set in the process tests/test_gpu.py starts to run tests/gpu/ on the Vulkan build."""
-
-# tests/gpu/ needs the Vulkan build first on the path: collected only in that process.
-collect_ignore = [] if os.environ.get(GPU_TESTS) else ["gpu"]
+# tests/engine/gpu/ needs the Vulkan build first on the path: collected only in that process.
+collect_ignore = [] if os.environ.get(GPU_TESTS) else ["engine/gpu"]
 
 
 @pytest.fixture(autouse=True)
@@ -82,24 +78,6 @@ def loop(qapp: QApplication, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
         event_loop.close()
         asyncio.set_event_loop(None)
         sys.set_asyncgen_hooks(*hooks)
-
-
-def run_until(loop: Loop, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Run the loop until ``predicate()`` holds; fail the test after ``timeout`` seconds."""
-
-    async def wait() -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout} s")
-            await asyncio.sleep(0.002)
-
-    loop.run_until_complete(wait())
-
-
-def run_for(loop: Loop, seconds: float) -> None:
-    """Run the loop for ``seconds``."""
-    loop.run_until_complete(asyncio.sleep(seconds))
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ def test_closing_mid_answer_exits_promptly_quietly_and_saved(
 ) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONFAULTHANDLER="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.close_mid_answer", "--model", str(model_path)],
+        [sys.executable, "-m", "tests.drivers.close_mid_answer", "--model", str(model_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -70,7 +70,7 @@ def asking_for_a_long_answer(
     model_path: Path,
     home: Path,
     stderr: int,
-    driver: str = "tests.kill_mid_answer",
+    driver: str = "tests.drivers.kill_mid_answer",
     **more_env: str,
 ) -> subprocess.Popen[str]:
     """The app, asking for a long story and printing ``shown <characters> <time>`` (50 ms)."""
@@ -144,7 +144,7 @@ def test_killed_mid_answer_about_a_picture_keeps_the_picture_and_the_text(
         model,
         floodgate_home,
         subprocess.DEVNULL,
-        "tests.kill_with_picture",
+        "tests.drivers.kill_with_picture",
         FLOODGATE_TEST_PICTURE=str(picture),
     )
     shown, killed_at = killed_while_streaming(proc)
@@ -197,7 +197,7 @@ def test_a_second_launch_hands_its_model_to_the_first_and_exits(
 ) -> None:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(floodgate_home))
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.second_launch", "--model", str(model_path)],
+        [sys.executable, "-m", "tests.drivers.second_launch", "--model", str(model_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -268,7 +268,7 @@ def launch_without_a_model(home: Path) -> str:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", FLOODGATE_HOME=str(home))
     env.pop(MODEL_VARIABLE, None)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.opened_model"],
+        [sys.executable, "-m", "tests.drivers.opened_model"],
         capture_output=True,
         text=True,
         timeout=120,

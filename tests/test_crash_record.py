@@ -120,7 +120,7 @@ def _launch(module: str, model: Path, home: Path) -> subprocess.CompletedProcess
 def test_a_segfault_mid_reply_is_told_at_the_next_launch_with_the_reply_kept(
     model_path: Path, floodgate_home: Path
 ) -> None:
-    crashed = _launch("tests.crash_mid_answer", model_path, floodgate_home)
+    crashed = _launch("tests.drivers.crash_mid_answer", model_path, floodgate_home)
     assert crashed.returncode == -signal.SIGSEGV, crashed.stderr
     assert crashed.stdout.strip().endswith("streaming")  # it crashed mid-reply
 
@@ -132,7 +132,7 @@ def test_a_segfault_mid_reply_is_told_at_the_next_launch_with_the_reply_kept(
     assert saved_reply  # saved as it streamed, before the crash
     database.close()
 
-    after = _launch("tests.after_crash", model_path, floodgate_home)
+    after = _launch("tests.drivers.after_crash", model_path, floodgate_home)
     assert after.returncode == 0, after.stderr
     shown = json.loads(after.stdout.strip().splitlines()[-1])
     text = shown["shown"]

@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.downloads.transfer import partial_paths
 from app.engine.model_card import find_projector, read_model_card
 from app.main import build_parser
+from app.standins.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.standins.projector import ProjectorShape, write_projector
 from app.store.paths import DEFAULT_MODEL, PROJECT_DIR
-from tests.hub_repos import SMOL, SMOL_FILE, smol_repo, tiny_repo
+from tests.support.hub_repos import SMOL, SMOL_FILE, smol_repo, tiny_repo
 
 
 def start_pull(spec: str, home: Path, hub: FakeHub) -> subprocess.Popen[str]:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from app.engine import GenerationReport, GenerationSettings, StopSignal
-from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import (
     COMPUTATION_ENDED,
     PROMPT_PROCESSING,
@@ -22,8 +21,9 @@ from app.flow.metrics import (
     FlowSampler,
 )
 from app.flow.session import ChatSession, ModelState
+from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.trace import TRACE, Tracer, check_trace
-from tests.conftest import Loop, run_until
+from tests.support.loop import Loop, run_until
 
 MODEL = Path("scripted.gguf")
 

@@ -11,7 +11,7 @@ The parts: :mod:`~app.bench.plan` (what is measured, how much, the targets),
 :mod:`~app.bench.long_reply`), the engine's (:mod:`~app.bench.prefill`, :mod:`~app.bench.ttft`
 over :mod:`~app.bench.engine_drive`), the baselines (:mod:`~app.bench.loops` for
 llama-cpp-python, run in a bare child process by :mod:`~app.bench.bare`;
-:mod:`~app.bench.designs` for the per-piece designs), the server (:mod:`~app.bench.server`),
+:mod:`~app.bench.designs` for the per-piece designs), the server (:mod:`~app.bench.remote`),
 replies side by side (:mod:`~app.bench.parallel`), the report (:mod:`~app.bench.report`, and
 :mod:`~app.bench.chart` for the picture), and :mod:`~app.bench.run` and :mod:`~app.bench.cli`
 that put them together.

@@ -1,6 +1,6 @@
 """Downloads: Floodgate's download queue against a plain ``httpx`` stream of the same file.
 
-Both read one file from the fake Hub on loopback (app/bench/fake_hub.py, served with
+Both read one file from the fake Hub on loopback (app/standins/fake_hub.py, served with
 ``sendfile``) and write it to disk, in interleaved pairs, after one unmeasured run of each
 (the served file in the page cache, the connections open). Floodgate's side is what the
 window runs (:class:`HubDownloads`): the download queue on its thread, computing the sha256
@@ -30,13 +30,13 @@ from typing import Any
 
 import httpx
 
-from app.bench.fake_hub import FakeFile, FakeHub, FakeRepo, gguf_bytes
 from app.bench.plan import Setup
 from app.bench.stats import interleaved_pairs, summary
 from app.defaults import N_CTX
 from app.downloads.transfer import RemoteFile
 from app.flow.hub_downloads import DownloadRow, HubDownloads
 from app.flow.metrics import Distribution, watch_loop_lag
+from app.standins.fake_hub import FakeFile, FakeHub, FakeRepo, gguf_bytes
 from app.ui.dialogs.model_library import ModelLibrary
 
 _NAME = "Bench-Q4_0.gguf"

@@ -36,7 +36,7 @@ import httpx
 from app.bench.api_client import stream_in_process
 from app.bench.measure import _rss_mb, app_rate, close_app, heartbeat, open_app, until
 from app.bench.plan import LONG_PROMPT, STORY, Setup
-from app.bench.server import _free_port, _start_server, _until_serving
+from app.bench.remote import _free_port, _start_server, _until_serving
 from app.bench.stats import interleaved_pairs, median_with_ci, summary
 from app.engine.llama import open_llama
 from app.engine.remote import RemoteEndpoint

@@ -24,10 +24,10 @@ from app.bench.bare import BareLoops
 from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
 from app.bench.stats import Rate, interleaved_pairs, summary
 from app.engine import BackendOpener, ChatMessage, GenerationSettings
-from app.engine.scripted import ScriptedBackend, scripted_opener
 from app.flow.metrics import Distribution, watch_loop_lag
 from app.flow.session import ChatSession, ModelState
 from app.flow.worker import ThreadReport
+from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.store.conversation import Conversation
 from app.store.thread_choices import ThreadChoices
 from app.trace import TRACE, check_trace

@@ -3,7 +3,7 @@
 Floodgate's side is driven in-process through its worker, as the API server drives it: a
 :class:`~app.flow.model_host.ModelHost` (the worker thread that owns the model, opened with
 ``EngineOptions.parallel``) takes :class:`~app.flow.worker.ReplyJob` s, and their
-:class:`~app.flow.queue.PieceQueue` s are read with ``take_async`` on an asyncio loop of a
+:class:`~app.flow.piece_queue.PieceQueue` s are read with ``take_async`` on an asyncio loop of a
 thread of its own, as the server's responses read them (the window shows one reply at a
 time, and a client per stream in processes of their own would take the two cores' time from
 the model). The times are the worker's: each piece's ``produced_at``. The slow reader and the
@@ -69,7 +69,7 @@ from app.bench.engine_drive import filler
 from app.bench.local_api import SLOW_READ_BYTES, _open_stream
 from app.bench.measure import until
 from app.bench.plan import Setup
-from app.bench.server import _free_port, _start_server, _until_serving
+from app.bench.remote import _free_port, _start_server, _until_serving
 from app.bench.stats import Pairs, median_with_ci, summary
 from app.defaults import QUEUE_BOUND
 from app.engine import GenerationSettings, StopSignal
@@ -77,7 +77,7 @@ from app.engine.llama import open_llama
 from app.engine.remote import RemoteEndpoint
 from app.flow.metrics import Distribution
 from app.flow.model_host import ModelHost, ModelState
-from app.flow.queue import PieceQueue
+from app.flow.piece_queue import PieceQueue
 from app.flow.words import say_sentence
 from app.flow.worker import ReplyJob
 from app.server.api import ServerConfig

@@ -34,7 +34,7 @@ from app.bench.measure import (
 from app.bench.parallel import parallel
 from app.bench.plan import FIREHOSE_RATE, FRAME, Setup
 from app.bench.prefill import prefill
-from app.bench.server import remote
+from app.bench.remote import remote
 from app.bench.speculative import speculative
 from app.bench.stops import stops
 from app.bench.thread_counts import thread_counts

@@ -8,7 +8,7 @@ two-thread decoding here, and more with larger vocabularies. This sampler keeps 
 recent tokens and applies the same arithmetic, in the same float32 steps, to those tokens
 only, found by id: llama.cpp hands the first sampler the candidates in id order. If they are
 not (another sampler came first), it falls back to a scan. The logits it leaves are bit for
-bit llama.cpp's (``tests/test_penalties.py``).
+bit llama.cpp's (``tests/engine/test_penalties.py``).
 
 Each step is one float32 operation on float32 operands: Python computes it in double and the
 store into the candidate array rounds it to float32, which gives the correctly rounded float32

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.downloads.download_queue import DownloadQueue, DownloadStatus, State, waiting_downloads
 from app.downloads.errors import DownloadError
 from app.downloads.estimate import Assessment, Fit, assess, machine_memory
 from app.downloads.files import ModelChoice, size_text
 from app.downloads.hub import Hub, ModelSearch, RepoListing, RepoSummary, save_token
 from app.downloads.hub import Sort as Sort  # the window names the orders by it
-from app.downloads.queue import DownloadQueue, DownloadStatus, State, waiting_downloads
 from app.downloads.transfer import RemoteFile, remote_files
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP

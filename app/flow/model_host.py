@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.engine import Backend, BackendOpener, EngineOptions, ModelInfo
 from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
-from app.flow.server_model import RemoteModel
+from app.flow.remote_model import RemoteModel
 from app.flow.words import say, say_sentence
 from app.flow.worker import GpuMemory, InferenceWorker, ReplyJob, ReplyProducer, ThreadReport
 from app.sentence import QT_TRANSLATE_NOOP, Sentence

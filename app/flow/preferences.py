@@ -31,7 +31,7 @@ class PreferencesKeeper:
         snapshot = replace(
             preferences,
             recent_models=list(preferences.recent_models),
-            servers=list(preferences.servers),
+            remotes=list(preferences.remotes),
             projectors=dict(preferences.projectors),
         )
         saving = asyncio.get_running_loop().run_in_executor(None, save_preferences, snapshot)

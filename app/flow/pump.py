@@ -10,7 +10,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from app.flow.metrics import FlowMetrics
-from app.flow.queue import PieceQueue
+from app.flow.piece_queue import PieceQueue
 from app.trace import TRACE
 
 

@@ -17,8 +17,8 @@ from app.engine.prompt_cache import CacheStats
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
 from app.flow.pacing import Throttle
+from app.flow.piece_queue import PieceQueue
 from app.flow.pump import FramePump
-from app.flow.queue import PieceQueue
 from app.flow.words import say, say_sentence
 from app.flow.worker import ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP

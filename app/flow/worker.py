@@ -1,7 +1,7 @@
 """The inference worker: the one thread that owns the local model.
 
 A reply reaches the window from a *producer*: this worker for a local model, or
-:class:`~app.flow.server_model.RemoteModel` for a model on a server. Both take a
+:class:`~app.flow.remote_model.RemoteModel` for a model on a server. Both take a
 :class:`ReplyJob` through the same :class:`ReplyProducer` interface, and both wrap their work in
 :func:`producing`, the one place that stamps when a reply's computation ended and why it ended.
 """
@@ -46,7 +46,7 @@ from app.engine.threads import (
     next_decode_threads,
     physical_cores,
 )
-from app.flow.queue import PieceQueue
+from app.flow.piece_queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import Measured, ThreadChoices
 from app.trace import TRACE

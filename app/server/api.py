@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from app import defaults
 from app.engine import ChatMessage, GenerationSettings, StopSignal
-from app.flow.queue import PieceQueue
+from app.flow.piece_queue import PieceQueue
 from app.flow.requests import RequestBoard, ServedRequest, SharedModel
 from app.flow.worker import ReplyJob
 from app.server.errors import ApiError

@@ -8,7 +8,7 @@ cannot stop a prompt being read, nor a request that streams nothing.)
 
 A slow reader is backpressure, not memory: the stream writes a chunk only once the last one
 left (uvicorn's ``send`` waits while the socket's buffer is full), so the bounded
-:class:`~app.flow.queue.PieceQueue` fills and the worker waits.
+:class:`~app.flow.piece_queue.PieceQueue` fills and the worker waits.
 """
 
 from __future__ import annotations

@@ -64,30 +64,30 @@ class ApiServerPreferences:
 API_SERVER_KEY_NAME = "local-api-server"
 """The name the local API server's key is kept under in the keyring."""
 
-SERVERS_KEPT = 8
+REMOTES_KEPT = 8
 """How many servers the model picker offers (the ones connected to last)."""
 
 
 @dataclass(frozen=True)
-class KnownServer:
+class KnownRemote:
     """A server connected to before: its address and the model asked of it (no key: keyring)."""
 
     url: str
     model: str
 
 
-def _servers(raw: dict[str, object]) -> list[KnownServer]:
+def _remotes(raw: dict[str, object]) -> list[KnownRemote]:
     """The servers kept in the file; a file from before the list kept only the last one."""
     listed = raw.get("servers")
     if isinstance(listed, list):
         return [
-            KnownServer(str(s["url"]), str(s["model"]))
+            KnownRemote(str(s["url"]), str(s["model"]))
             for s in listed
             if isinstance(s, dict) and s.get("url") and s.get("model")
-        ][:SERVERS_KEPT]
+        ][:REMOTES_KEPT]
     url, model = raw.get("server_url"), raw.get("server_model")
     if isinstance(url, str) and isinstance(model, str) and url and model:
-        return [KnownServer(url, model)]
+        return [KnownRemote(url, model)]
     return []
 
 
@@ -100,7 +100,7 @@ class Preferences:
     settings: Settings = field(default_factory=Settings)
     recent_models: list[str] = field(default_factory=list)
     """Model files opened before, most recent first."""
-    servers: list[KnownServer] = field(default_factory=list)
+    remotes: list[KnownRemote] = field(default_factory=list)
     """Servers connected to, most recent first (their API keys are never stored here)."""
     api_server: ApiServerPreferences = field(default_factory=ApiServerPreferences)
     """Floodgate's own API server."""
@@ -112,15 +112,15 @@ class Preferences:
         """Put ``path`` first among the recent models."""
         self.recent_models = [path, *(p for p in self.recent_models if p != path)][:keep]
 
-    def remember_server(self, url: str, model: str) -> None:
+    def remember_remote(self, url: str, model: str) -> None:
         """Put the server (with that model) first among the servers."""
-        chosen = KnownServer(url, model)
-        self.servers = [chosen, *(s for s in self.servers if s != chosen)][:SERVERS_KEPT]
+        chosen = KnownRemote(url, model)
+        self.remotes = [chosen, *(s for s in self.remotes if s != chosen)][:REMOTES_KEPT]
 
     @property
-    def last_server(self) -> KnownServer | None:
+    def last_remote(self) -> KnownRemote | None:
         """The server connected to last, if any."""
-        return self.servers[0] if self.servers else None
+        return self.remotes[0] if self.remotes else None
 
 
 def preferences_path() -> Path:
@@ -146,7 +146,7 @@ def load_preferences(path: Path | None = None) -> Preferences:
         language=str(raw.get("language", defaults.language)),
         settings=from_mapping(raw.get("settings")),
         recent_models=[str(p) for p in raw.get("recent_models", []) if isinstance(p, str)],
-        servers=_servers(raw),
+        remotes=_remotes(raw),
         api_server=ApiServerPreferences.from_mapping(raw.get("api_server")),
         projectors=_projectors(raw.get("projectors")),
     )
@@ -171,7 +171,8 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> None
                 "language": preferences.language,
                 "settings": to_mapping(preferences.settings),
                 "recent_models": list(preferences.recent_models),
-                "servers": [asdict(server) for server in preferences.servers],
+                # Under "servers", the key files have had since before remotes were named.
+                "servers": [asdict(remote) for remote in preferences.remotes],
                 "api_server": asdict(preferences.api_server),
                 "projectors": dict(preferences.projectors),
             }

@@ -1893,7 +1893,7 @@
     </message>
 </context>
 <context>
-    <name>ServerDialog</name>
+    <name>RemoteDialog</name>
     <message>
         <source>Connect to a server</source>
         <translation>连接到服务器</translation>
@@ -1932,7 +1932,7 @@
     </message>
 </context>
 <context>
-    <name>ServerFace</name>
+    <name>ApiServerFace</name>
     <message>
         <source>Local API server…</source>
         <translation>本地 API 服务器…</translation>
@@ -1951,7 +1951,7 @@
     </message>
 </context>
 <context>
-    <name>ServerPanel</name>
+    <name>ApiServerPanel</name>
     <message>
         <source>Time</source>
         <translation>时间</translation>

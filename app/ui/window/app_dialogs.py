@@ -31,7 +31,7 @@ from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import HubDownloads
 from app.flow.preferences import PreferencesKeeper
-from app.flow.server_model import RemoteModel
+from app.flow.remote_model import RemoteModel
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP, size_text
 from app.store.paths import PROJECT_DIR, data_dir
@@ -39,11 +39,11 @@ from app.store.secrets import load_api_key, save_api_key
 from app.store.settings import Settings
 from app.ui.dialogs.chat_dialogs import choose_model_file
 from app.ui.dialogs.model_library import ModelLibrary
-from app.ui.dialogs.server_dialog import ServerDialog
+from app.ui.dialogs.remote_dialog import RemoteDialog
 from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.look.style import follow_theme
 from app.ui.window.main_window import MainWindow
-from app.ui.window.model_header import ServerChoice
+from app.ui.window.model_header import RemoteChoice
 
 
 class AppDialogs(QObject):
@@ -77,7 +77,7 @@ class AppDialogs(QObject):
         self._scanning = False
         header = window.header
         header.menu_opening.connect(self.fill_picker)
-        header.server_chosen.connect(self._connect_remembered)
+        header.remote_chosen.connect(self._connect_remembered)
         self.fill_picker()
         # Downloads an earlier run left unfinished come back now, not when the library first
         # opens: the ones that were running go on, and the status line shows them.
@@ -207,8 +207,8 @@ class AppDialogs(QObject):
     @Slot()
     def fill_picker(self) -> None:
         """Give the header's picker the library's models (read off the UI thread) and servers."""
-        servers = self._keeper.preferences.servers
-        self._window.header.set_servers([ServerChoice(s.url, s.model) for s in servers])
+        servers = self._keeper.preferences.remotes
+        self._window.header.set_remotes([RemoteChoice(s.url, s.model) for s in servers])
         if self._scanning:
             return
         self._scanning = True
@@ -222,7 +222,7 @@ class AppDialogs(QObject):
         self._spawn(scan())
 
     @Slot(object)
-    def _connect_remembered(self, server: ServerChoice) -> None:
+    def _connect_remembered(self, server: RemoteChoice) -> None:
         """The server picked in the header: with the key the keyring keeps for it."""
 
         async def connect() -> None:
@@ -268,7 +268,7 @@ class AppDialogs(QObject):
 
     @Slot(object)
     def _remember_model(self, info: ModelInfo) -> None:
-        if info.chat_format != "server":
+        if info.chat_format != "remote":
             self._keeper.remember_model(str(info.path.resolve()))
         if info.placement is not None and self._hub is not None:
             # What the Hub's "fits the GPU" weighs: the GPU models load on now.
@@ -282,9 +282,9 @@ class AppDialogs(QObject):
     @Slot()
     def open_server_dialog(self) -> None:
         """Connect to a server: its address, key and model; the key goes to the keyring."""
-        last = self._keeper.preferences.last_server
+        last = self._keeper.preferences.last_remote
         url, model = (last.url, last.model) if last is not None else ("", "")
-        dialog = ServerDialog(url, model, self._window)
+        dialog = RemoteDialog(url, model, self._window)
         dialog.finished.connect(dialog.deleteLater)
         dialog.models_requested.connect(lambda endpoint: self._spawn(_list(dialog, endpoint)))
         dialog.connect_requested.connect(self._connect)
@@ -292,7 +292,7 @@ class AppDialogs(QObject):
         self._spawn(_fill_key(dialog))
 
     def _connect(self, endpoint: RemoteEndpoint) -> None:
-        self._keeper.preferences.remember_server(endpoint.base_url, endpoint.model)
+        self._keeper.preferences.remember_remote(endpoint.base_url, endpoint.model)
         self._keeper.save()
         self._spawn(self._keep_key(endpoint))
         self._spawn(self._session.connect_remote(endpoint))
@@ -316,7 +316,7 @@ class AppDialogs(QObject):
         task.add_done_callback(self._tasks.discard)
 
 
-async def _list(dialog: ServerDialog, endpoint: RemoteEndpoint) -> None:
+async def _list(dialog: RemoteDialog, endpoint: RemoteEndpoint) -> None:
     remote = RemoteModel(endpoint)
     try:
         offered = await remote.models()
@@ -330,7 +330,7 @@ async def _list(dialog: ServerDialog, endpoint: RemoteEndpoint) -> None:
         dialog.set_models(offered)
 
 
-async def _fill_key(dialog: ServerDialog) -> None:
+async def _fill_key(dialog: RemoteDialog) -> None:
     key = await asyncio.to_thread(load_api_key, dialog.url.text())
     if key and isValid(dialog) and not dialog.key.text():
         dialog.key.setText(key)

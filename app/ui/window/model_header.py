@@ -33,7 +33,7 @@ from app.ui.look.icons import icon
 
 
 @dataclass(frozen=True)
-class ServerChoice:
+class RemoteChoice:
     """A server the picker offers: its address and the model asked of it."""
 
     url: str
@@ -45,7 +45,7 @@ class ModelHeader(QFrame):
 
     Signals:
         model_chosen(Path): a model of the library was picked.
-        server_chosen(object): a remembered server was picked (a :class:`ServerChoice`).
+        remote_chosen(object): a remembered server was picked (a :class:`RemoteChoice`).
         open_requested(): "Open model…" (a file dialog).
         connect_requested(): "Connect to a server…" (the server dialog).
         library_requested(): "Models and downloads…" (the library, with its Hub tab).
@@ -53,7 +53,7 @@ class ModelHeader(QFrame):
     """
 
     model_chosen = Signal(object)
-    server_chosen = Signal(object)
+    remote_chosen = Signal(object)
     open_requested = Signal()
     connect_requested = Signal()
     library_requested = Signal()
@@ -91,7 +91,7 @@ class ModelHeader(QFrame):
         row.addWidget(self.title, 2)
         self.model: ModelInfo | None = None
         self.cards: dict[Path, ModelCard] = {}
-        self.servers: list[ServerChoice] = []
+        self.remotes: list[RemoteChoice] = []
         self._title_text = ""
         self.retranslate()
 
@@ -115,9 +115,9 @@ class ModelHeader(QFrame):
     def add_problem(self, _sentence: str) -> None:
         """A file that could not be described is left out of the picker (the library says why)."""
 
-    def set_servers(self, servers: list[ServerChoice]) -> None:
+    def set_remotes(self, remotes: list[RemoteChoice]) -> None:
         """The servers the picker offers (those connected to lately, most recent first)."""
-        self.servers = servers
+        self.remotes = remotes
 
     def show_title(self, title: str) -> None:
         """The conversation's title (empty: a new chat)."""
@@ -147,7 +147,7 @@ class ModelHeader(QFrame):
 
     def _facts(self, info: ModelInfo) -> str:
         context = self.tr("{tokens} tokens of context").format(tokens=f"{info.n_ctx:,}")
-        if info.chat_format == "server":
+        if info.chat_format == "remote":
             return self.tr("on a server") + " · " + context
         card = self.cards.get(info.path.resolve())
         facts = [context] if card is None else [size_text(card.size_bytes), context]
@@ -200,10 +200,10 @@ class ModelHeader(QFrame):
             action.setToolTip(str(path))
             action.triggered.connect(lambda _=False, chosen=path: self.model_chosen.emit(chosen))
         menu.addSection(self.tr("Servers"))
-        for server in self.servers:
+        for server in self.remotes:
             label = self.tr("{model} on {url}").format(model=server.model, url=server.url)
             action = menu.addAction(icon("server"), label)
-            action.triggered.connect(lambda _=False, chosen=server: self.server_chosen.emit(chosen))
+            action.triggered.connect(lambda _=False, chosen=server: self.remote_chosen.emit(chosen))
         self._add(menu, "server", self.tr("Connect to a server…"), self.connect_requested)
         menu.addSeparator()
         self._add(menu, "folder-open", self.tr("Open model…"), self.open_requested)

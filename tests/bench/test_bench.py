@@ -1,0 +1,719 @@
+"""The bench: its figures can see what they are for, and ``--quick`` writes complete, sane JSON.
+
+Speed is not judged here (the bench itself shows it against its targets). The first tests feed
+the bench's instruments known inputs (rates with a known ratio, a view whose updates cost
+more as the reply grows) and check that the figures report them; the last runs
+``floodgate bench --quick`` on the real model and checks what it wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Plan, Target
+from app.bench.report import NOISY, verdict
+from app.bench.stats import Pairs, interleaved_pairs, median_ci
+from app.bench.ttft import SHORT_REPLY
+from app.engine.devices import gpu_backend
+from tests.support.loop import Loop
+
+DIST_KEYS = {"p50", "p95", "p99", "max", "n"}
+TTFT_STEPS = (
+    "cold",
+    "same_conversation",
+    "follow_up_after_long_reply",
+    "switch_back",
+    "after_restart",
+)
+
+
+def is_distribution(value: object, *, min_n: int = 1) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == DIST_KEYS
+        and value["n"] >= min_n
+        and all(not math.isnan(value[k]) for k in ("p50", "p95", "p99", "max"))
+        and 0 <= value["p50"] <= value["p95"] <= value["p99"] <= value["max"]
+    )
+
+
+def _rates(base: float, jitter: float, n: int) -> Iterator[float]:
+    """``base`` moved by a fixed pattern of up to ``jitter`` (a relative amount) each time."""
+    pattern = (0.0, 1.0, -1.0, 0.5, -0.5, 0.25, -0.75)
+    for i in range(n):
+        yield base * (1 + jitter * pattern[i % len(pattern)])
+
+
+def _pairs(app_speed: float, jitter: float, rounds: int = 15) -> tuple[Pairs, list[str]]:
+    """Pairs of a reference at 100 tok/s and an app at ``app_speed`` times that."""
+    calls: list[str] = []
+    reference = _rates(100.0, jitter, 1000)
+    app = _rates(100.0 * app_speed, jitter / 2, 1000)
+
+    async def ref_rate() -> float:
+        calls.append("ref")
+        return next(reference)
+
+    async def app_rate() -> float:
+        calls.append("app")
+        return next(app)
+
+    result = asyncio.run(interleaved_pairs(rounds, {"ref": ref_rate}, app_rate, lambda _: None))
+    return result["ref"], calls
+
+
+def test_pairs_alternate_which_side_runs_first() -> None:
+    calls: list[str] = []
+
+    def rate(name: str) -> Callable[[], Awaitable[float]]:
+        async def run() -> float:
+            calls.append(name)
+            return 1.0
+
+        return run
+
+    asyncio.run(
+        interleaved_pairs(
+            2, {"raw": rate("raw"), "native": rate("native")}, rate("app"), lambda _: None
+        )
+    )
+    # Round 1: each reference before its app run; round 2: the other reference leads, and
+    # the app runs first in each pair.
+    assert calls == ["raw", "app", "native", "app", "app", "native", "app", "raw"]
+
+
+def test_the_ratio_sees_an_app_ten_percent_slower() -> None:
+    pairs, calls = _pairs(app_speed=0.9, jitter=0.005)
+    assert calls.count("ref") == calls.count("app") == 15
+    figures = pairs.figures("raw")
+    assert figures["raw_tok_s"] == pytest.approx(100.0, rel=0.01)
+    assert figures["ratio"] == pytest.approx(0.9, rel=0.01)
+    low, high = figures["ratio_ci"]
+    assert low <= 0.9 <= high
+    doc = {"throughput": figures}
+    assert verdict(doc, Target("throughput.ratio", ">=", 1.03))[2] == "NO"
+    assert verdict(doc, Target("throughput.ratio", ">=", 0.85))[2] == "yes"
+    # The interval's own floor is a condition of its own.
+    assert verdict(doc, Target("throughput.ratio", ">=", 0.85, ci_floor=0.95))[2] == "NO"
+
+
+def test_a_noisy_machine_gets_no_verdict() -> None:
+    pairs, _ = _pairs(app_speed=1.05, jitter=0.2)
+    figures = pairs.figures("raw")
+    low, high = figures["ratio_ci"]
+    assert high - low > 0.06
+    shown, _, met = verdict({"throughput": figures}, Target("throughput.ratio", ">=", 1.03))
+    assert met == NOISY
+    assert f"[{low:g}, {high:g}]" in shown
+
+
+def test_the_interval_narrows_with_agreeing_pairs() -> None:
+    assert median_ci([1.0] * 15) == (1.0, 1.0)
+    low, high = median_ci([0.9, 1.0, 1.1, 0.95, 1.05] * 3)
+    assert 0.9 <= low < 1.0 < high <= 1.1
+    assert median_ci([3.0, 1.0, 2.0]) == median_ci([3.0, 1.0, 2.0])  # a fixed seed
+
+
+def test_relative_and_missing_targets() -> None:
+    doc = {"ttft_ms": {"switch_back": {"ms": 300.0}, "same_conversation": {"ms": 100.0}}}
+    target = Target("ttft_ms.switch_back.ms", "<=", 2.0, of="ttft_ms.same_conversation.ms")
+    shown, wanted, met = verdict(doc, target)
+    assert (shown, met) == ("300", "NO")
+    assert "(= 200)" in wanted
+    doc["ttft_ms"]["switch_back"]["ms"] = 150.0
+    assert verdict(doc, target)[2] == "yes"
+    assert verdict({}, target)[2] == "not measured"
+
+
+def test_every_shape_has_a_target() -> None:
+    paths = {t.path for t in TARGETS}
+    for shape in SHAPES:
+        assert f"long_reply.shapes.{shape}.late_update_ms" in paths
+
+
+PER_CHAR_S = {"long_reply": 2e-6, "shape": 10e-6}
+"""What the growing view adds to an update per character already in the reply."""
+
+
+@pytest.fixture
+def growing_view(qapp: object, monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """Make the chat view's updates cost more the longer the reply; returns the cost setter."""
+    import app.bench.long_reply as long_reply
+    from app.ui.chat.chat_view import ChatView
+
+    per_char = [0.0]
+
+    class GrowingView(ChatView):
+        shown = 0
+
+        def append_to_reply(self, text: str) -> None:
+            super().append_to_reply(text)
+            self.shown += len(text)
+            time.sleep(self.shown * per_char[0])
+
+    monkeypatch.setattr(long_reply, "ChatView", GrowingView)
+
+    def set_cost(seconds: float) -> None:
+        per_char[0] = seconds
+
+    return set_cost
+
+
+def test_long_reply_ratio_sees_updates_that_grow(growing_view: Callable[[float], None]) -> None:
+    from app.bench.long_reply import long_reply
+
+    growing_view(PER_CHAR_S["long_reply"])
+    figures = long_reply(Plan.make(quick=True))
+    # About 10 ms late (some 5,000 characters in) against well under 1 ms at the start.
+    assert figures["late_update_ms"] > 5
+    assert figures["ratio"] > 3
+
+
+def test_a_shape_sees_updates_that_grow(growing_view: Callable[[float], None]) -> None:
+    from app.bench.long_reply import shape_costs, shape_text
+
+    growing_view(PER_CHAR_S["shape"])
+    text = shape_text("list_5000", 0.02)
+    figures = shape_costs(text, cap_s=60.0)
+    assert not figures["over_cap"]
+    # The late updates run with nearly the whole reply in the view.
+    assert figures["late_update_ms"] >= len(text) * PER_CHAR_S["shape"] * 1000 * 0.9
+    assert figures["ratio"] > 2
+
+
+def test_a_shape_over_its_time_cap_is_still_measured_at_its_end(
+    growing_view: Callable[[float], None],
+) -> None:
+    from app.bench.long_reply import shape_costs, shape_text
+
+    growing_view(PER_CHAR_S["shape"])
+    text = shape_text("list_5000", 0.05)
+    figures = shape_costs(text, cap_s=0.05)
+    assert figures["over_cap"]
+    assert figures["chars_skipped"] > 0
+    early, late = figures["samples"]
+    assert 5 <= late < early  # the late updates were cut short too, but measured
+    # They ran with nearly the whole reply in the view, so they cost the most.
+    assert figures["ratio"] > 1.5
+
+
+@pytest.mark.model
+def test_the_bench_engines_are_called_from_one_thread(model_path: Path) -> None:
+    """A section's engines are opened, driven and closed on its engine thread, never here."""
+    from app.bench.engine_drive import EngineThread
+    from app.engine import EngineOptions, GenerationSettings
+
+    options = EngineOptions(n_threads=1, n_threads_batch=1, cache_ram_mb=0)
+    with EngineThread() as thread:
+        engine = thread.open(model_path, options)
+        try:
+            reply = thread.reply(
+                engine,
+                [{"role": "user", "content": "Name a colour."}],
+                GenerationSettings(temperature=0.0, max_tokens=4),
+                "a",
+            )
+        finally:
+            thread.close(engine)
+    assert reply.text
+    assert reply.ttft_ms > 0
+    assert len(engine.calling_threads) == 1
+    assert threading.get_ident() not in engine.calling_threads
+
+
+@pytest.mark.model
+def test_the_references_run_in_a_bare_child_process(model_path: Path) -> None:
+    """llama-cpp-python's loops run in a child that imports no Qt, at the counts asked for."""
+    import llama_cpp
+
+    from app.bench.bare import BareLoops
+    from app.engine import EngineOptions
+
+    loops = BareLoops(model_path, EngineOptions(), max_tokens=8)
+    try:
+        assert loops.pid != os.getpid()
+        assert loops.qt_loaded is False
+        tokens = loops.prompt_tokens([{"role": "user", "content": "Name a colour."}])
+        assert len(tokens) > 5
+        vocab = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+        assert loops.count_tokens("hello world") == len(vocab.tokenize(b"hello world", False))
+        assert loops.native_run(tokens, 1) > 0
+        rate, pieces = loops.raw_run([{"role": "user", "content": "Name a colour."}], 1)
+        assert rate > 0
+        assert "".join(pieces)
+        assert loops.prefill_run(tokens, 1) > 0
+        # The batched loop: each sequence's token times, one step of them after another.
+        counting = loops.plain_tokens("1, 2, 3, 4, 5,")  # as the engine reads a plain text
+        assert counting == vocab.tokenize(b"1, 2, 3, 4, 5,", add_bos=True, special=True)
+        times = loops.batch_run([counting, tokens], 6, 256, 1)
+        assert [len(t) for t in times] == [6, 6]
+        assert all(a < b for t in times for a, b in itertools.pairwise(t))
+        assert times[0][0] <= times[1][0] < times[0][1]  # side by side, not one after the other
+        with pytest.raises(RuntimeError, match="unknown request"):
+            loops._ask({"do": "nothing"})
+    finally:
+        loops.close()
+
+
+@pytest.mark.model
+def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "bench",
+            "--quick",
+            "--model",
+            str(model_path),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,  # a guard against a hang: a 2-core machine shared with other work is slow
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    for target in TARGETS:  # every target has its row, and every figure was measured
+        assert f"| {target.path} |" in proc.stdout, target.path
+    assert "not measured" not in proc.stdout
+    assert out.with_suffix(".png").stat().st_size > 10_000  # the comparison chart
+    doc = json.loads(out.read_text())
+    plan = Plan.make(quick=True)
+    if not gpu_backend():  # a CPU build: the GPU section says so, in no time
+        assert doc["gpu"]["present"] is False  # (tests/engine/gpu/ runs it on lavapipe)
+        assert "| gpu.native_ratio | - | >= 0.95 | no GPU here |" in proc.stdout
+
+    threads = doc["threads"]
+    counts = threads["counts"]
+    assert counts == list(range(1, threads["physical_cores"] + 1))
+    for table in (*threads["decode_tok_s"].values(), *threads["prefill_tok_s"].values()):
+        assert sorted(table) == [str(n) for n in counts]
+        assert all(0 < rate < 100_000 for rate in table.values())
+    assert set(threads["decode_tok_s"]) == {"native", "app"}
+    assert set(threads["prefill_tok_s"]) == {"eval", "app"}
+    app = threads["app"]
+    # The worker measured its decode threads as for a user, at every count, and chose one.
+    assert app["source"] == "measured"
+    assert sorted(app["rates"]) == [str(n) for n in counts]
+    assert app["n_threads"] in counts
+    assert app["n_threads_batch"] == threads["physical_cores"]
+    # The window's replies refine it, those long enough to tell a rate near the start of a
+    # conversation: in the quick run only a decode stop's reply may be (its 24-token replies
+    # are too short), so none may have counted; tests/flow/test_threads.py covers the rule.
+    after = app["after_replies"]
+    assert after["n_threads"] in counts
+    assert set(after["streaming"]) <= {str(n) for n in counts}
+    assert all(0 < rate < 100_000 for rate in after["streaming"].values())
+    assert threads["native_best"] in counts
+    assert threads["eval_best"] in counts
+    assert threads["bare_child"]["qt_loaded"] is False  # the references ran without Qt
+    # The app processed the whole prompt each time (none of it reused from the run before).
+    assert threads["prefill_app_processed_tokens"] >= threads["prefill_prompt_tokens"] - 2
+
+    tp = doc["throughput"]
+    for key in ("raw_tok_s", "native_tok_s", "best_native_tok_s", "app_tok_s"):
+        assert 1 < tp[key] < 10_000, key
+    # The three decode the same model the same way: a rate off by a factor of three is a
+    # mis-measured one (characters counted as tokens, prompt processing timed as decoding).
+    assert 1 / 3 < tp["app_tok_s"] / tp["raw_tok_s"] < 3
+    assert 1 / 3 < tp["native_tok_s"] / tp["raw_tok_s"] < 3
+    assert tp["app_threads"] == app["n_threads"]
+    assert tp["best_native_threads"] == threads["native_best"]
+    for prefix in ("", "native_", "best_native_"):
+        pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
+        low, high = tp[f"{prefix}ratio_ci"]
+        assert len(pairs) == plan.pairs
+        assert min(pairs) <= low <= ratio <= high <= max(pairs)
+    for key in ("loop_lag_ms", "token_to_screen_ms", "frame_cost_ms"):
+        assert is_distribution(doc[key]), key
+    assert is_distribution(doc["stop_decode_ms"])
+    assert is_distribution(doc["stop_prefill_ms"])
+    assert doc["next_reply_consistent"] is True
+
+    hose = doc["firehose"]
+    assert hose["pieces_sent"] == 5000
+    assert hose["lost"] == 0
+    assert hose["text_intact"] is True
+    assert hose["queue_max"] <= hose["queue_bound"]
+    assert 0 < hose["updates_per_s"] < 1000
+    assert is_distribution(hose["loop_lag_ms"], min_n=50)
+
+    long = doc["long_reply"]
+    assert 0 < long["early_update_ms"] < 1000
+    assert 0 < long["late_update_ms"] < 1000
+    assert long["markdown"] is True
+    assert long["rows"] > 20  # the reply really was cut into many final blocks
+    for shape in SHAPES:
+        figures = long["shapes"][shape]
+        assert figures["chars"] > 0
+        assert figures["early_update_ms"] > 0
+        assert figures["late_update_ms"] > 0
+        assert min(figures["samples"]) >= 5
+
+    for name in ("per_piece_set_text", "per_piece_insert"):
+        base = doc["baselines"][name]
+        assert is_distribution(base["loop_lag_ms"])
+        assert is_distribution(base["token_to_screen_ms"])
+        assert base["firehose"]["lost"] >= 0
+        assert is_distribution(base["firehose"]["loop_lag_ms"])
+
+    large = doc["large_messages"]
+    assert large["chars"] == plan.large_chars
+    for case in LARGE_CASES:
+        assert large[case]["stall_ms"] >= 5, case  # at least one heartbeat's interval
+        assert large[case]["seconds"] > 0, case
+
+    remote = doc["remote"]
+    rtp = remote["throughput"]
+    assert rtp["plain_tok_s"] > 0
+    assert 1 / 3 < rtp["app_tok_s"] / rtp["plain_tok_s"] < 3
+    assert len(rtp["pairs"]) == plan.remote_pairs
+    assert min(rtp["pairs"]) <= rtp["ratio_ci"][0] <= rtp["ratio"] <= rtp["ratio_ci"][1]
+    assert is_distribution(remote["stop_ms"], min_n=3)
+
+    server = doc["server"]
+    stp = server["throughput"]
+    assert len(stp["pairs"]) == plan.remote_pairs
+    assert 1 / 3 < stp["client_tok_s"] / stp["window_tok_s"] < 3
+    assert min(stp["pairs"]) <= stp["ratio_ci"][0] <= stp["ratio"] <= stp["ratio_ci"][1]
+    for kind in ("prefill", "decode"):
+        assert is_distribution(server["stop_on_disconnect_ms"][kind]), kind
+        assert is_distribution(server["busy_after_disconnect_ms"][kind]), kind
+        assert is_distribution(server["peer"]["busy_after_disconnect_ms"][kind]), kind
+    # The peer cannot stop a prompt being read: it stays busy far longer than Floodgate.
+    peer_busy = server["peer"]["busy_after_disconnect_ms"]["prefill"]["p50"]
+    assert peer_busy > server["busy_after_disconnect_ms"]["prefill"]["p50"]
+    assert is_distribution(server["loop_lag_ms"], min_n=50)
+    assert server["ttft_second_turn"]["api_ms"] > 0
+    assert server["ttft_second_turn_ratio"] > 0
+    assert server["slow_reader"]["worker_paused"] is True
+    fetched = doc["download"]
+    assert fetched["mib"] == plan.download_mib
+    assert fetched["plain_mib_s"] > 0
+    # Both sides read the same file off loopback: off by ten times, one is mis-measured.
+    assert 1 / 10 < fetched["app_mib_s"] / fetched["plain_mib_s"] < 10
+    assert len(fetched["pairs"]) == plan.download_pairs
+    assert min(fetched["pairs"]) <= fetched["ratio_ci"][0] <= fetched["ratio"]
+    assert fetched["ratio"] <= fetched["ratio_ci"][1] <= max(fetched["pairs"])
+    assert len(fetched["page_cache_pairs"]) == plan.download_pairs
+    assert fetched["page_cache_mib_s"] > 0
+    assert is_distribution(fetched["loop_lag_ms"], min_n=10)
+
+    prefill = doc["prefill"]
+    # Both sides processed the same prompt: the engine counted the tokens the bench gave
+    # llama-cpp-python.
+    assert prefill["prompt_tokens"] == prefill["engine_prompt_tokens"] > 20
+    assert prefill["prompt_tokens"] == threads["prefill_prompt_tokens"]
+    assert prefill["threads_batch"] == app["n_threads_batch"]
+    assert prefill["best_eval_threads"] == threads["eval_best"]
+    for prefix in ("", "best_"):
+        assert 1 / 3 < prefill[f"{prefix}ratio"] < 3
+        assert len(prefill[f"{prefix}pairs"]) == plan.prefill_pairs
+        low, high = prefill[f"{prefix}ratio_ci"]
+        assert low <= prefill[f"{prefix}ratio"] <= high
+
+    ttft = doc["ttft_ms"]
+    tokens = [ttft[step]["prompt_tokens"] for step in TTFT_STEPS]
+    assert tokens == sorted(tokens)
+    assert tokens[0] >= plan.ttft_history_tokens
+    for step in (*TTFT_STEPS, "resume_after_prefill_stop"):
+        assert ttft[step]["ms"] > 0, step
+        assert ttft["without_cache"][step]["ms"] > 0, step
+    # Conversation A's follow-up reuses the prompt it extends.
+    assert ttft["same_conversation"]["cached_tokens"] >= tokens[0] // 2
+    # The follow-up after the long reply does not process that reply again: the reply's
+    # tokens are among those already in the cache.
+    assert ttft["long_reply_tokens"] > SHORT_REPLY
+    after_long = ttft["follow_up_after_long_reply"]
+    assert after_long["cached_tokens"] >= tokens[1] + ttft["long_reply_tokens"] // 2
+    resume = ttft["resume_after_prefill_stop"]
+    assert 0 < resume["stopped_at_tokens"] < resume["prompt_tokens"]
+    assert 1 / 3 < ttft["prefill_progress_cost"] < 3
+    assert ttft["cache_consistent"] is True
+
+    trace = doc["trace"]
+    assert 1 / 3 < trace["ratio"] < 3
+    assert trace["events"] > 10  # the reply's spans, counters and instants
+    assert trace["problems"] == []
+
+    check_parallel(doc["parallel"], plan)
+    check_speculative(doc["speculative"], plan)
+
+    panel = doc["diagnostics_panel"]
+    assert panel["tok_s_shown"] > 0
+    assert panel["tok_s_hidden"] > 0
+    assert doc["machine"]["cores"] == os.cpu_count()
+    assert doc["machine"]["model"] == model_path.name
+
+
+def test_the_side_by_side_figures_count_what_they_say() -> None:
+    from app.bench.parallel import gaps_within, interpolated_rate, rate_within, together_rate
+
+    # Three streams, 10 ms a token; the second begins 50 ms late, the third ends 40 ms early.
+    streams = [
+        [i * 0.01 for i in range(100)],
+        [0.05 + i * 0.01 for i in range(95)],
+        [i * 0.01 for i in range(96)],
+    ]
+    rate, counted = together_rate(streams)
+    # From 0.05 s (the second's first token) to 0.95 s (the third's last): 90 tokens each.
+    assert counted == 3 * 90
+    assert rate == pytest.approx(300, rel=1e-6)
+    assert together_rate([streams[0]])[0] == pytest.approx(100, rel=1e-6)
+    with pytest.raises(ValueError, match="all at once"):
+        together_rate([[0.0, 0.1], [0.2, 0.3]])
+    assert rate_within(streams, 0.2, 0.4) == pytest.approx(300, rel=1e-6)
+    gaps = gaps_within([0.0, 0.01, 0.03, 0.5], 0.0, 0.1)
+    assert gaps == pytest.approx([10.0, 20.0])
+    # 10 ms a token around t = 1 s, 20 ms around t = 3 s: 15 ms a token at t = 2 s.
+    rate = interpolated_rate((0.0, 2.0), 100.0, (2.0, 4.0), 50.0, (1.5, 2.5))
+    assert rate == pytest.approx(1000 / 15)
+
+
+def check_parallel(section: dict[str, Any], plan: Plan) -> None:
+    """The ``parallel`` section's figures: all measured, and each ratio from its figures."""
+    from app.bench.parallel import STREAMS
+
+    assert section["rounds"] == plan.parallel_rounds
+    assert section["tokens_per_stream"] == plan.parallel_tokens
+    rates = section["aggregate_tok_s"]
+    assert set(rates) == {"1", *(str(n) for n in STREAMS)}
+    assert all(0 < rate < 100_000 for rate in rates.values())
+    ratios = section["aggregate_ratio"]
+    for n in STREAMS:
+        rounds = ratios[f"{n}_rounds"]
+        assert len(rounds) == plan.parallel_rounds
+        low, high = ratios[f"{n}_ci"]
+        assert min(rounds) <= low <= ratios[str(n)] <= high <= max(rounds)
+        # The tokens counted while every stream decoded: most of what each one decoded.
+        assert section["aggregate_tokens_counted"][str(n)] >= n * plan.parallel_tokens // 3
+        if plan.parallel_rounds == 1:  # one round: the ratio is that of its two rates
+            assert ratios[str(n)] == pytest.approx(rates[str(n)] / rates["1"], rel=0.01)
+    assert len(section["native_pairs"]) == plan.parallel_rounds
+    low, high = section["native_ratio_ci"]
+    assert low <= section["native_ratio"] <= high
+    assert section["native_tok_s"] > 0
+    if plan.parallel_rounds == 1:
+        assert section["native_ratio"] == pytest.approx(
+            rates["4"] / section["native_tok_s"], rel=0.01
+        )
+    assert is_distribution(section["gap_ms"], min_n=10)
+
+    stall = section["prefill_stall"]
+    # A prompt of about 1.3 tokens a word, read beside the others, stopped in it.
+    assert stall["newcomer_prompt_tokens"] > plan.parallel_prompt_words
+    assert stall["seconds_read"] > 0
+    without, read = stall["gap_ms_without"], stall["gap_ms_while_read"]
+    assert is_distribution(without, min_n=3)
+    assert is_distribution(read, min_n=3)
+    assert section["prefill_stall_ratio"] == pytest.approx(read["p99"] / without["p99"], rel=0.01)
+    for kind in ("prompt", "decode"):
+        assert is_distribution(section["stop_ms"][kind]), kind
+        assert section["stop_ms"][kind]["n"] <= plan.parallel_cycles
+
+    slow = section["slow_reader"]
+    assert slow["worker_paused"] is True  # the slow reply waited out of the batch, every round
+    assert len(slow["rounds"]) == plan.parallel_slow_rounds
+    low, high = slow["ratio_ci95"]
+    assert low <= slow["ratio"] <= high
+    for one in slow["rounds"]:
+        assert one["tokens_before_paused"] > 0
+        assert one["others_tok_s_with"] > 0
+        assert one["ratio"] == pytest.approx(
+            one["others_tok_s_with"] / one["others_tok_s_without"], rel=0.01
+        )
+        # Their rate without it: between the windows before and after (interpolated in time).
+        rates = (one["others_tok_s_before"], one["others_tok_s_after"])
+        assert min(rates) - 0.01 <= one["others_tok_s_without"] <= max(rates) + 0.01
+    if plan.parallel_slow_rounds == 1:
+        assert slow["ratio"] == slow["rounds"][0]["ratio"]
+    assert -50 < slow["rss_growth_mb"] < 50  # the held reply's memory stays flat
+
+    peer = section["peer"]
+    assert peer["server"] == "llama_cpp.server"
+    for side in ("floodgate", "peer"):
+        assert peer[f"{side}_tok_s"] > 0, side
+        assert peer[f"{side}_fourth_ttft_ms"] > 0, side
+    if plan.parallel_peer_rounds == 1:
+        assert peer["throughput_ratio"] == pytest.approx(
+            peer["floodgate_tok_s"] / peer["peer_tok_s"], rel=0.01
+        )
+
+
+def run_only(section: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``floodgate bench --quick --only SECTION``: it ends well and shows each of its targets."""
+    out = folder / f"{section}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "--quick", "--only", section, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    for target in TARGETS:
+        if target.path.startswith(section + "."):
+            assert f"| {target.path} |" in proc.stdout, target.path
+    return proc, out
+
+
+def check_speculative(section: dict[str, Any], plan: Plan) -> None:
+    """The ``speculative`` section's figures, as the quick plan makes them."""
+    assert section["tokens"] == plan.speculative_tokens
+    for kind in ("grounded", "open"):
+        w = section[kind]
+        # Three prompts of each kind, each once a round.
+        assert w["runs"] == 3 * plan.speculative_rounds, kind
+        for figure in ("ratio", "plain_ratio", "peer_ratio"):
+            low, high = w[figure + "_ci95"]
+            assert 0 < low <= w[figure] <= high, (kind, figure)
+        assert 0 <= w["kept"] <= w["drafted"]
+        assert w["acceptance"] == (round(w["kept"] / w["drafted"], 4) if w["drafted"] else 0.0)
+        assert isinstance(w["peer_same_text"], bool)
+    # The grounded replies copy: drafts were proposed and most of them kept.
+    assert section["grounded"]["drafted"] > 0
+    assert section["grounded"]["acceptance"] > 0.5
+    pair = section["side_by_side"]
+    assert pair["runs"] == 3 * plan.speculative_rounds  # each grounded prompt beside the next
+    low, high = pair["ratio_ci95"]
+    assert 0 < low <= pair["ratio"] <= high
+    assert isinstance(pair["same_text"], bool)
+    assert section["same_text_prompts"] == plan.speculative_same_prompts
+    assert 0 <= section["same_text_differ"] <= section["same_text_prompts"]
+    assert section["same_text"] == round(
+        1 - section["same_text_differ"] / section["same_text_prompts"], 4
+    )
+
+
+@pytest.mark.model
+def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
+    proc, out = run_only("speculative", tmp_path)
+    assert "drafts from the context" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"speculative", "machine"}
+    check_speculative(doc["speculative"], Plan.make(quick=True))
+
+
+@pytest.mark.model
+def test_only_parallel_runs_the_side_by_side_section_alone(tmp_path: Path) -> None:
+    proc, out = run_only("parallel", tmp_path)
+    assert "not measured" not in proc.stdout
+    assert "| server." not in proc.stdout
+    assert "native batched loop at 4 streams" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"parallel", "machine"}
+    check_parallel(doc["parallel"], Plan.make(quick=True))
+
+
+def test_only_download_runs_the_download_section_alone(tmp_path: Path) -> None:
+    out = tmp_path / "download.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "bench", "--quick", "--only", "download", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| download.ratio |" in proc.stdout
+    assert "| server." not in proc.stdout
+    assert "plain stream written and synced" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"download", "machine"}
+    assert len(doc["download"]["pairs"]) == Plan.make(quick=True).download_pairs
+
+
+def test_large_messages_see_a_stall_and_build_what_they_measure(
+    loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.bench.large_messages as large_messages
+    from app.ui.chat.chat_view import ChatView
+
+    class StallingView(ChatView):
+        def clear(self) -> None:
+            super().clear()
+            time.sleep(0.08)  # New chat blocks the window for 80 ms
+
+    monkeypatch.setattr(large_messages, "ChatView", StallingView)
+    monkeypatch.setattr(large_messages, "LARGE_CASES", ("reopen_markdown", "new_chat"))
+    figures = loop.run_until_complete(large_messages.large_messages(20_000, lambda _line: None))
+    assert figures["new_chat"]["stall_ms"] >= 80
+    assert figures["reopen_markdown"]["seconds"] > 0
+    text = large_messages.large_markdown(20_000)
+    assert len(text) == 20_000
+    for part in ("## Section", "- item", "```python", "| a | b | c |", "> a quote"):
+        assert part in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> None:
+    import ctypes
+
+    from app.bench.window_cost import WORKER_NAME, read_threads, window_cost
+
+    decoded, read = threading.Event(), threading.Event()
+
+    def decode() -> None:
+        # Named as the worker's QThread names its native thread (and its OpenMP team).
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, WORKER_NAME.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+        decoded.set()
+        read.wait(30)  # alive while it is read: a thread that ended leaves /proc's list
+
+    before = read_threads()
+    began = time.perf_counter()
+    worker = threading.Thread(target=decode)
+    worker.start()
+    assert decoded.wait(30)
+    seconds = time.perf_counter() - began
+    after = read_threads()
+    read.set()
+    worker.join()
+    assert after.decode - before.decode >= 0.29  # the busy thread counted as decoding
+    assert after.ui - before.ui < 0.25  # this thread only waited for it
+    figures = window_cost(before, after, seconds, tokens=30, threads=1)
+    assert 0 < figures["cpu_share"] < 1
+    busy = (after.decode - before.decode) / seconds
+    assert figures["decode_busy"] == pytest.approx(busy, abs=1e-3)
+    assert 0 < figures["decode_busy"] <= 1.05  # one thread cannot be busier than its core
+    # (Rounded to a microsecond, as the JSON holds it: a small figure is not within 1 % of it.)
+    assert figures["ui_ms_per_token"] == round((after.ui - before.ui) * 1000 / 30, 3)
+
+
+@pytest.mark.model
+def test_only_vision_runs_the_pictures_section_alone(tmp_path: Path) -> None:
+    proc, out = run_only("vision", tmp_path)
+    assert "pictures: the projector" in proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"vision", "machine"}
+    section = doc["vision"]
+    assert section["projector"]["tokens_per_image"] == 1024
+    assert section["encode_ms"] > 0
+    assert section["encode_hook_ratio"] > 0
+    # Stop landed inside an encode at least once, and ended it (well before the encode's end).
+    assert section["stop_encode_ms"]["n"] >= 1
+    assert section["stop_encode_ms"]["max"] < section["encode_ms"]
+    assert section["follow_up_ms"] > 0
+    assert section["follow_up_text_only_ms"] > 0
+    # The peer, in its own process, on the same follow-ups: it encodes the picture again.
+    assert section["peer"]["follow_up_ms"] > section["peer"]["follow_up_text_only_ms"] > 0
+    assert "| llama-cpp-python's MTMDChatHandler |" in proc.stdout

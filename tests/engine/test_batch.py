@@ -1,0 +1,273 @@
+"""Replies side by side: the window and the API server's clients decoded in one batch.
+
+Everything here is real: the bundled model through llama.cpp, a context opened for several
+sequences, the worker's thread stepping the batch, the API server with the official
+``openai`` client, and readers that read (or do not) on threads of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import openai
+import pytest
+
+from app.engine import ChatMessage, EngineOptions, GenerationSettings, StopSignal
+from app.engine.llama import open_llama
+from app.flow.piece_queue import PieceQueue
+from app.flow.worker import ReplyJob
+from app.server.api import ServerConfig
+from tests.support.loop import Loop
+from tests.support.serving import Served, long_prompt, serve, wait_until
+
+pytestmark = pytest.mark.model
+
+GREEDY = GenerationSettings(temperature=0.0, max_tokens=40)
+QUESTIONS = (
+    "Name three colours.",
+    "What is the capital of France?",
+    "Write a haiku about rain.",
+    "Count to ten.",
+)
+
+
+@pytest.fixture
+def served(loop: Loop, model_path: Path) -> Iterator[Served]:
+    served = serve(
+        loop,
+        open_llama,
+        model_path,
+        ServerConfig(port=0, max_waiting=8),
+        options=EngineOptions(n_ctx=2048, parallel=4),
+    )
+    try:
+        yield served
+    finally:
+        served.server.stop()
+
+
+@dataclass
+class Stream:
+    """A reply asked of the worker directly, and a reader for it on a thread of its own."""
+
+    job: ReplyJob
+    text: list[str] = field(default_factory=list)
+    reading: threading.Event = field(default_factory=threading.Event)
+    piece_times: list[float] = field(default_factory=list)
+
+    def read(self) -> None:
+        pieces = self.job.pieces
+        while not pieces.finished:
+            self.reading.wait()
+            for piece in pieces.drain():
+                self.text.append(piece.text)
+                self.piece_times.append(time.perf_counter())
+            time.sleep(0.001)
+
+    @property
+    def reply(self) -> str:
+        return "".join(self.text)
+
+    @property
+    def ended(self) -> bool:
+        return self.job.report.compute_ended_at is not None and self.job.pieces.finished
+
+
+def ask(
+    served: Served,
+    question: str,
+    *,
+    settings: GenerationSettings = GREEDY,
+    bound: int = 64,
+    reading: bool = True,
+    origin: str = "server",
+    conversation: str = "",
+    before: list[ChatMessage] | None = None,
+) -> Stream:
+    """Queue one reply for the worker, with a reader that reads unless told not to."""
+    stop = StopSignal()
+    job = ReplyJob(
+        [*(before or []), {"role": "user", "content": question}],
+        settings,
+        stop,
+        PieceQueue(bound, stop),
+        conversation=conversation or f"test-{question[:40]}-{time.perf_counter()}",
+        origin="window" if origin == "window" else "server",
+    )
+    stream = Stream(job)
+    if reading:
+        stream.reading.set()
+    threading.Thread(target=stream.read, daemon=True).start()
+    served.session.host.produce_local(job)
+    return stream
+
+
+def alone(served: Served, question: str, settings: GenerationSettings = GREEDY) -> str:
+    stream = ask(served, question, settings=settings)
+    wait_until(lambda: stream.ended, 60)
+    assert stream.job.report.batch_peak == 1
+    return stream.reply
+
+
+def test_the_window_and_three_clients_at_once_each_get_their_reply_alone(served: Served) -> None:
+    solo = {q: alone(served, q) for q in QUESTIONS[1:]}
+    session = served.session
+    session.settings = GREEDY
+    assert session.send(QUESTIONS[0])
+    served.wait_for(lambda: not session.generating, 60)
+    solo[QUESTIONS[0]] = session.conversation.messages[-1].content
+    replies: dict[str, str] = {}
+
+    def client(question: str) -> None:
+        with openai.OpenAI(base_url=served.url, api_key="unused", max_retries=0) as api:
+            reply = api.chat.completions.create(
+                model="any",
+                messages=[{"role": "user", "content": question}],
+                temperature=0,
+                max_tokens=GREEDY.max_tokens,
+                stream=True,
+            )
+            replies[question] = "".join(chunk.choices[0].delta.content or "" for chunk in reply)
+
+    clients = [threading.Thread(target=client, args=(q,)) for q in QUESTIONS[1:]]
+    for thread in clients:
+        thread.start()
+    wait_until(lambda: sum(r.job is not None for r in served.requests()) == len(clients))
+    assert session.regenerate()  # the same prompt, now beside three clients
+    served.wait_for(lambda: not session.generating, 60)
+    for thread in clients:
+        thread.join(60)
+    assert session.conversation.messages[-1].content == solo[QUESTIONS[0]]
+    for question in QUESTIONS[1:]:
+        assert replies[question] == solo[question], question
+    # They were decoded side by side, not one after another.
+    jobs = [r.job for r in served.requests()[-3:] if r.job is not None]
+    assert max(job.report.batch_peak for job in jobs) >= 3
+    spans = [(job.began_at or 0.0, job.report.compute_ended_at or 0.0) for job in jobs]
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
+
+
+def test_stopped_mid_prompt_and_mid_reply_while_the_others_go_on(served: Served) -> None:
+    solo = {
+        q: alone(served, q, GenerationSettings(temperature=0.0, max_tokens=120))
+        for q in QUESTIONS[2:]
+    }
+    long_settings = GenerationSettings(temperature=0.0, max_tokens=120)
+    others = [ask(served, q, settings=long_settings) for q in QUESTIONS[2:]]
+    in_reply = ask(served, "Tell me a long story about a lighthouse.", settings=long_settings)
+    wait_until(lambda: in_reply.job.report.reply_tokens >= 5, 60)
+    in_prompt = ask(served, long_prompt(), settings=long_settings)
+    report = in_prompt.job.report
+    wait_until(lambda: report.prefill_done > report.cached_tokens + 16, 60)
+    others_then = [s.job.report.reply_tokens for s in others]
+
+    in_prompt.job.stop.set()
+    in_reply.job.stop.set()
+    wait_until(lambda: in_prompt.ended and in_reply.ended, 30)
+    assert report.finish == "stopped"
+    assert report.prefill_ended_at is None
+    assert report.reply_tokens == 0
+    assert in_reply.job.report.finish == "stopped"
+    assert in_reply.job.report.reply_tokens < long_settings.max_tokens
+
+    wait_until(lambda: all(s.ended for s in others), 60)
+    for stream, question, before in zip(others, QUESTIONS[2:], others_then, strict=True):
+        assert stream.job.report.finish in ("done", "length")
+        assert stream.job.report.reply_tokens > before or stream.job.report.finish == "done"
+        assert stream.reply == solo[question]
+
+
+def test_a_slow_reader_waits_alone_while_the_others_keep_going(served: Served) -> None:
+    settings = GenerationSettings(temperature=0.0, max_tokens=80)
+    solo = alone(served, QUESTIONS[3], settings)
+    slow = ask(served, QUESTIONS[3], settings=settings, bound=4, reading=False)
+    wait_until(lambda: slow.job.report.paused, 60)
+    held = slow.job.report.reply_tokens
+    others = [ask(served, q, settings=settings) for q in QUESTIONS[:2]]
+    wait_until(lambda: all(s.ended for s in others), 60)
+    # Paused alone: its tokens did not move while the others were decoded to their end.
+    assert slow.job.report.paused
+    assert slow.job.report.reply_tokens == held
+    assert slow.job.pieces.max_depth <= slow.job.pieces.bound
+    assert slow.job.report.compute_ended_at is None
+    assert all(s.job.report.reply_tokens > 10 for s in others)
+    slow.reading.set()
+    wait_until(lambda: slow.ended, 60)
+    assert slow.reply == solo
+    assert slow.job.pieces.backpressure_waits >= 1
+    assert slow.job.report.paused_seconds > 0
+    assert not slow.job.report.paused
+
+
+def test_a_long_prompt_is_read_while_two_streams_keep_their_pace(served: Served) -> None:
+    settings = GenerationSettings(temperature=0.0, max_tokens=200)
+    running = [ask(served, q, settings=settings) for q in QUESTIONS[:2]]
+    wait_until(lambda: all(s.job.report.reply_tokens >= 3 for s in running), 60)
+    newcomer = ask(
+        served, long_prompt(600), settings=GenerationSettings(temperature=0.0, max_tokens=8)
+    )
+    report = newcomer.job.report
+    wait_until(lambda: report.prefill_ended_at is not None or newcomer.ended, 120)
+    assert report.prefill_started_at is not None
+    assert report.prefill_ended_at is not None
+    began, read = report.prefill_started_at, report.prefill_ended_at
+    assert report.prompt_tokens - report.cached_tokens > 400
+    for stream in running:
+        during = [t for t in stream.piece_times if began < t < read]
+        if stream.job.report.compute_ended_at is None or stream.job.report.compute_ended_at > read:
+            # Still going while it was read: it went on getting pieces all along.
+            assert len(during) >= 5
+    wait_until(lambda: newcomer.ended and all(s.ended for s in running), 120)
+    assert newcomer.reply
+    assert report.batch_peak >= 2
+
+
+def test_the_window_goes_first_when_every_place_is_taken(loop: Loop, model_path: Path) -> None:
+    served = serve(
+        loop,
+        open_llama,
+        model_path,
+        ServerConfig(port=0, max_waiting=8),
+        options=EngineOptions(n_ctx=2048, parallel=2),
+    )
+    try:
+        settings = GenerationSettings(temperature=0.0, max_tokens=60)
+        taking = [ask(served, q, settings=settings) for q in QUESTIONS[:2]]
+        wait_until(lambda: all(s.job.began_at is not None for s in taking), 60)
+        waiting_client = ask(served, QUESTIONS[2], settings=settings)
+        window = ask(served, QUESTIONS[3], settings=settings, origin="window")
+        wait_until(lambda: window.ended and waiting_client.ended, 120)
+        assert window.job.began_at is not None
+        assert waiting_client.job.began_at is not None
+        assert window.job.began_at < waiting_client.job.began_at
+        # It took the first place that came free.
+        first_end = min(s.job.report.compute_ended_at or 0.0 for s in taking)
+        assert window.job.began_at >= first_end
+    finally:
+        served.server.stop()
+
+
+def test_a_conversation_comes_back_to_the_sequence_that_holds_it(served: Served) -> None:
+    first = ask(served, QUESTIONS[0], conversation="colours")
+    wait_until(lambda: first.ended, 60)
+    # Others meanwhile, in other sequences.
+    others = [ask(served, q) for q in QUESTIONS[1:]]
+    wait_until(lambda: all(s.ended for s in others), 60)
+    follow_up = ask(
+        served,
+        "And three more.",
+        conversation="colours",
+        before=[
+            {"role": "user", "content": QUESTIONS[0]},
+            {"role": "assistant", "content": first.reply},
+        ],
+    )
+    wait_until(lambda: follow_up.ended, 60)
+    report = follow_up.job.report
+    assert follow_up.reply
+    assert report.prefix_source == "kept"
+    assert report.cached_tokens >= first.job.report.prompt_tokens

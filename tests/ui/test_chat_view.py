@@ -1,0 +1,478 @@
+"""The conversation view: Markdown replies streamed into real widgets, offscreen."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPaintEvent, QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from pytestqt.qtbot import QtBot
+
+from app.markdown.stream import render_blocks
+from app.store.database import ConversationSummary
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows.base import Row
+from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
+from app.ui.chat.rows.text_block import TextBlock, appended_text
+from app.ui.window.sidebar import Sidebar
+from tests.markdown.test_markdown import CORPUS, REASONING
+
+REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))
+REPLY += (
+    "\n\n```python\nprint('a line of code long enough to need a horizontal scroll bar"
+    " to be read in full')\n```\n"
+)
+
+
+def stream(view: ChatView, text: str, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    view.begin_reply("Model")
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 7)
+        view.append_to_reply(text[i : i + n])
+        i += n
+    view.end_reply()
+
+
+def body_rows(view: ChatView) -> list[Row]:
+    return [r for r in view.stack.rows if not isinstance(r, HeaderRow | ThinkingRow)]
+
+
+def test_a_streamed_reply_has_one_row_per_markdown_block(view: ChatView) -> None:
+    stream(view, REPLY)
+    blocks = render_blocks(REPLY)
+    rows = body_rows(view)
+    assert [r.kind for r in rows] == [b.kind for b in blocks]
+    assert [r.block for r in rows if isinstance(r, TextRow | CodeRow)] == blocks
+    # Rows are stacked top to bottom without overlap, and the view can scroll to all of them.
+    tops = [r.geometry().top() for r in view.stack.rows]
+    assert tops == sorted(tops)
+    assert view.stack.height() == sum(r.height() for r in view.stack.rows)
+
+
+def test_final_rows_are_not_rendered_again_however_long_the_reply(view: ChatView) -> None:
+    view.begin_reply()
+    for i in range(200):
+        view.append_to_reply(f"Paragraph {i} of a long answer.\n\n")
+    rows = body_rows(view)
+    before = [r.renders for r in rows]
+    view.append_to_reply("One more word")
+    after = [r.renders for r in body_rows(view)]
+    assert after[: len(before) - 1] == before[:-1]  # everything above the tail: untouched
+    assert len(after) == len(before) + 1  # the new paragraph got its own row
+
+
+def test_the_view_follows_until_scrolled_up_with_markdown(view: ChatView) -> None:
+    bar = view.verticalScrollBar()
+    view.begin_reply("Model")
+    view.append_to_reply(REPLY * 3)
+    assert bar.maximum() > 0
+    assert bar.value() == bar.maximum()  # following the reply
+    assert view.pinned
+    bar.setValue(bar.maximum() // 2)  # the user scrolls up to read
+    assert not view.pinned
+    reading = bar.value()
+    for piece in REPLY.split(" "):
+        view.append_to_reply(piece + " ")
+    assert bar.maximum() > 2 * reading  # the reply grew below
+    assert bar.value() == reading  # and what the user reads stayed put
+    bar.setValue(bar.maximum())  # back to the bottom: following again
+    assert view.pinned
+    view.append_to_reply("\n\n" + REPLY)
+    view.end_reply()
+    assert bar.value() == bar.maximum()
+
+
+def test_code_block_shows_language_copies_and_scrolls_long_lines(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    stream(view, REPLY)
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.block is not None
+    assert code.block.language == "python"
+    assert code.language_label.text() == "python"
+    qtbot.mouseClick(code.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == code.code
+    assert code.code.startswith("print('a line of code")
+    # A long line scrolls sideways instead of wrapping.
+    assert code.scroll_bar().maximum() > 0
+
+
+def test_copy_a_whole_reply_as_markdown(view: ChatView, qtbot: QtBot) -> None:
+    stream(view, REPLY)
+    header = [r for r in view.stack.rows if isinstance(r, HeaderRow)][-1]
+    qtbot.mouseClick(header.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == REPLY
+
+
+def test_user_messages_are_plain_text(view: ChatView) -> None:
+    view.add_user_message("**not bold** <b>tag</b>")
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.label.textFormat() == Qt.TextFormat.PlainText
+    assert row.label.text() == "**not bold** <b>tag</b>"
+
+
+class LinkCatcher(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url.toString())
+
+
+@pytest.fixture
+def links() -> Iterator[LinkCatcher]:
+    catcher = LinkCatcher()
+    for scheme in ("https", "http", "file", "mailto"):
+        QDesktopServices.setUrlHandler(scheme, catcher, "open")
+    yield catcher
+    for scheme in ("https", "http", "file", "mailto"):
+        QDesktopServices.unsetUrlHandler(scheme)
+
+
+def test_a_clicked_link_opens_in_the_browser_only_if_it_is_web_or_mail(
+    view: ChatView, links: LinkCatcher
+) -> None:
+    stream(view, "Read [the docs](https://example.com/docs).")
+    (row,) = body_rows(view)
+    assert isinstance(row, TextRow)
+    assert "(https://example.com/docs)" in row.label.text()  # the address is shown
+    row.label.link_activated.emit("https://example.com/docs")
+    row.label.link_activated.emit("file:///etc/passwd")
+    assert links.opened == ["https://example.com/docs"]
+
+
+def test_thinking_folds_away_once_the_answer_starts(view: ChatView, qtbot: QtBot) -> None:
+    stream(view, REASONING)
+    (toggle,) = [r for r in view.stack.rows if isinstance(r, ThinkingRow)]
+    assert not toggle.expanded
+    assert toggle.seconds is not None
+    assert "Thought for" in toggle.button.text()
+    thinking = [r for r in body_rows(view) if isinstance(r, TextRow) and r.role == "thinking"]
+    assert thinking
+    assert all(r.height() == 0 or not r.isVisible() for r in thinking)
+    assert "That is 4." not in view.toPlainText()
+    assert "The answer is **4**." in view.toPlainText()
+    qtbot.mouseClick(toggle.button, Qt.MouseButton.LeftButton)
+    assert toggle.expanded
+    assert all(r.isVisible() and r.height() > 0 for r in thinking)
+    assert "That is 4." in view.toPlainText()
+
+
+def test_stopped_while_thinking_keeps_the_thinking(view: ChatView) -> None:
+    view.begin_reply()
+    view.append_to_reply("<think>Considering the options")
+    view.end_reply("Stopped.")
+    (toggle,) = [r for r in view.stack.rows if isinstance(r, ThinkingRow)]
+    assert toggle.seconds is not None
+    toggle.button.click()
+    assert "Considering the options" in view.toPlainText()
+
+
+def test_a_dark_palette_restyles_every_row(view: ChatView) -> None:
+    stream(view, REPLY)
+    assert not view.theme.dark
+    dark = QPalette(view.palette())
+    dark.setColor(QPalette.ColorRole.Window, Qt.GlobalColor.black)
+    dark.setColor(QPalette.ColorRole.Base, Qt.GlobalColor.black)
+    dark.setColor(QPalette.ColorRole.Text, Qt.GlobalColor.white)
+    dark.setColor(QPalette.ColorRole.WindowText, Qt.GlobalColor.white)
+    view.setPalette(dark)
+    assert view.theme.dark
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.theme.dark
+    texts = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    assert all(r.label.style_sheet == view.theme.css for r in texts)
+    # The document shows it: the code spans' background is the dark one.
+    assert any(view.theme.code_background in r.label.document.toHtml() for r in texts)
+
+
+def test_copying_a_long_code_block_copies_all_its_segments(view: ChatView, qtbot: QtBot) -> None:
+    code = "".join(f"print({i})\n" for i in range(400))
+    stream(view, f"```python\n{code}```\n")
+    rows = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert len(rows) > 3
+    assert rows[0].copy_button.isVisibleTo(rows[0])
+    assert not rows[1].copy_button.isVisibleTo(rows[1])  # one header for the whole block
+    qtbot.mouseClick(rows[0].copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == code
+
+
+def fill(view: ChatView, exchanges: int) -> None:
+    for i in range(exchanges):
+        view.add_user_message(f"question {i}")
+        view.add_reply(
+            "Model",
+            f"answer {i}, long enough to wrap differently at another width: "
+            + "words " * 40
+            + f"\n\n- one\n- two\n- three\n\nThe end of answer {i}.",
+        )
+
+
+def consistent(view: ChatView) -> bool:
+    stack = view.stack
+    heights = [row.height() for row in stack.rows]
+    tops = [row.geometry().top() for row in stack.rows]
+    return (
+        tops == stack.tops
+        and all(tops[i] + heights[i] == tops[i + 1] for i in range(len(tops) - 1))
+        and stack.height() == tops[-1] + heights[-1]
+        and all(
+            h == row.row_height(stack.width()) for h, row in zip(heights, stack.rows, strict=True)
+        )
+    )
+
+
+def test_a_new_width_measures_the_rows_on_screen_first_and_the_rest_in_slices(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    fill(view, 40)  # 40 exchanges, 280 rows: more than RowStack.SYNC_ROWS
+    assert len(view.stack.rows) > view.stack.SYNC_ROWS
+    assert consistent(view)
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # following the bottom
+    view.resize(420, 500)
+    assert 0 < view.stack.stale < len(view.stack.rows)  # the rest waits for later slices
+    last = view.stack.rows[-1]
+    assert last.height() == last.row_height(view.stack.width())  # what is shown is right
+    qtbot.waitUntil(lambda: view.stack.stale == 0)
+    assert consistent(view)
+    assert bar.value() == bar.maximum()  # still at the bottom
+
+
+def test_rows_above_change_height_without_moving_what_the_reader_looks_at(
+    view: ChatView, qtbot: QtBot
+) -> None:
+    fill(view, 40)
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)  # the user scrolled up to read
+    assert not view.pinned
+    row = view.stack.row_at(bar.value())
+    offset = bar.value() - view.stack.tops[row]
+    before = view.stack.tops[row]
+    view.resize(380, 500)  # narrower: rows above grow taller
+    qtbot.waitUntil(lambda: view.stack.stale == 0)
+    assert view.stack.tops[row] > before  # the rows above did grow
+    assert consistent(view)
+    assert bar.value() - view.stack.tops[row] == offset
+
+
+HOSTILE = "<b>BOLD</b><img src='x'>"
+
+
+def sweep(root: QWidget, hostile: str) -> int:
+    """Check every widget under ``root`` that shows ``hostile`` shows it as text; count them."""
+    shown = 0
+    for label in root.findChildren(QLabel):
+        if "BOLD" in label.text():
+            assert label.textFormat() == Qt.TextFormat.PlainText, label.objectName()
+            shown += 1
+    for block in root.findChildren(TextBlock):
+        if "BOLD" in block.plain_text():
+            # Shown as the characters the model wrote (rich rows carry them escaped).
+            assert "<b>BOLD</b>" in block.plain_text()
+            assert block.textFormat() == Qt.TextFormat.PlainText or "<b>BOLD" not in block.text()
+            shown += 1
+    for widget in [root, *root.findChildren(QWidget)]:
+        tip = widget.toolTip()
+        assert "<b>BOLD" not in tip or not Qt.mightBeRichText(tip)
+    return shown
+
+
+def test_untrusted_text_is_never_shown_as_markup(view: ChatView) -> None:
+    view.add_user_message(HOSTILE)
+    header = view.begin_reply(f"<i>model</i>{HOSTILE}")  # a model's name from its file
+    header.set_variant(1, 2)
+    view.append_to_reply(f"```{HOSTILE}\nprint(1)\n```\n\nSome {HOSTILE} and `{HOSTILE}`.\n")
+    view.end_reply(f"Server said: {HOSTILE}", error=True)
+    view.add_note(HOSTILE)
+    (code,) = [r for r in view.stack.rows if isinstance(r, CodeRow)]
+    assert code.language_label.textFormat() == Qt.TextFormat.PlainText
+    assert code.language_label.text() == "<b>BOLD</b><img"  # the fence's first word, as text
+    # The prompt, the model's name, the code's language, the paragraph, the error, the note.
+    assert sweep(view, HOSTILE) == 6
+
+
+def test_a_conversation_title_is_never_shown_as_markup(qtbot: QtBot) -> None:
+    sidebar = Sidebar()
+    qtbot.addWidget(sidebar)
+    sidebar.set_conversations([ConversationSummary("c1", HOSTILE, 0.0)], "c1")
+    item = sidebar.list.item(0)
+    assert item.text() == HOSTILE  # list items are always plain text
+    assert "&lt;b&gt;BOLD&lt;/b&gt;" in item.toolTip()
+    assert "<b>BOLD" not in item.toolTip()
+    sweep(sidebar, HOSTILE)
+
+
+def test_a_long_prompt_folds_and_copy_and_edit_keep_all_of_it(view: ChatView, qtbot: QtBot) -> None:
+    prompt = "\n".join(f"line {i} of a long pasted prompt" for i in range(60))
+    header = view.add_user_message(prompt)
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.fold_button is not None
+    line = row.label.line_height()
+    folded = row.height()
+    assert folded < (FOLD_LINES + 4) * line  # about twelve lines, not sixty
+    assert row.fold_button.isVisible()
+    assert row.fold_button.text() == "Show all"
+    qtbot.mouseClick(header.copy_button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == prompt  # Copy: the whole prompt
+    assert header.message_text() == prompt  # what Edit puts back in the composer
+    # Keyboard: the fold button is among the message's tab stops, and Space opens it.
+    assert view.focus_message(0)
+    while QGuiApplication.focusObject() is not row.fold_button:
+        qtbot.keyClick(QGuiApplication.focusObject(), Qt.Key.Key_Tab)
+    qtbot.keyClick(row.fold_button, Qt.Key.Key_Space)
+    assert row.expanded
+    assert row.fold_button.text() == "Show less"
+    assert row.height() > 55 * line
+    assert view.stack.height() == sum(r.height() for r in view.stack.rows)
+    row.fold_button.click()
+    assert row.height() == folded
+
+
+def test_a_short_prompt_does_not_fold(view: ChatView) -> None:
+    view.add_user_message("\n".join(f"line {i}" for i in range(FOLD_LINES + 2)))
+    row = view.stack.rows[-1]
+    assert isinstance(row, TextRow)
+    assert row.fold_button is not None
+    assert not row.fold_button.isVisible()
+    assert row.label.height() >= row.label.height_for(row.label.width())
+
+
+PROSE = (
+    "A plain paragraph that grows word by word, with *emphasis that grows*, **strong words**,"
+    ' `code spans`, a [link](https://example.org) and & < > "quotes" and  double  spaces.\n\n'
+    "- a list item that grows\n- and another one, *ending in emphasis*\n\n"
+    "# A heading that grows\n\nLast words, ending plainly"
+)
+
+
+@pytest.mark.parametrize("name", ["prose", *CORPUS])
+def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
+    view: ChatView, name: str
+) -> None:
+    # A row whose paragraph grew by plain words has them typed at its end instead of its HTML
+    # set again: after every update, each row's document must be what its HTML makes.
+    text = PROSE if name == "prose" else CORPUS[name]
+    rng = random.Random(7)
+    view.begin_reply("Model")
+    typed = 0
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 6)
+        view.append_to_reply(text[i : i + n])
+        i += n
+        for row in body_rows(view):
+            if not isinstance(row, TextRow):
+                continue
+            label = row.label
+            typed += label.typed
+            label.typed = 0
+            fresh = TextBlock()
+            fresh.set_html(label.text(), style_sheet=label.style_sheet)
+            assert label.document.toHtml() == fresh.document.toHtml(), label.text()
+    view.end_reply()
+    if name == "prose":
+        assert typed > 20  # the fast way was taken, not only the whole HTML every time
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "added"),
+    [
+        ("<p>Hello</p>\n", "<p>Hello world</p>\n", " world"),
+        ("<p>a <em>b</em></p>", "<p>a <em>bc</em></p>", "c"),
+        ("<p>a <em>b</em></p>", "<p>a <em>b</em> c</p>", None),  # after a closed tag
+        ("<p>a</p>", "<p>a &amp; b</p>", None),  # an entity
+        ("<p>a</p>", "<p>a  b</p>", None),  # HTML folds a double space
+        ("<p>a</p>", "<p>a\nb</p>", None),  # and a line break
+        ("<p>a</p>", "<p>a b </p>", None),  # and a space at the end
+        ("<p>a</p>", "<p>b</p>", None),
+        ("<table><tr><td>a</td></tr></table>", "<table><tr><td>ab</td></tr></table>", None),
+        ("<p>a</p>", "<p>a</p><p>b</p>", None),
+    ],
+)
+def test_only_plain_words_at_the_end_are_typed(old: str, new: str, added: str | None) -> None:
+    assert appended_text(old, new) == added
+
+
+PARAGRAPHS = (
+    "Once upon a time a dragon lived in the hills and read every book about the sea it found, " * 8
+    + "\n\n"
+) * 6
+"""Paragraphs of several lines each: a streamed one grows line by line."""
+
+
+def _on_screen(view: ChatView) -> QImage:
+    """What the window's backing store holds (the offscreen platform grabs it, not a new paint)."""
+    screen = QGuiApplication.primaryScreen()
+    return screen.grabWindow(view.winId()).toImage()
+
+
+@pytest.mark.parametrize("name", ["prose", "nested lists", "table row by row"])
+def test_what_is_on_screen_after_each_update_is_a_fresh_paint_of_the_view(
+    view: ChatView, qtbot: QtBot, name: str
+) -> None:
+    # Updates repaint only what changed (the growing paragraph from its last line down; a
+    # scroll by a blit of what was shown): the screen must still be what painting the whole
+    # view anew gives, at every update, past the first screenful and its scrolls.
+    text = PARAGRAPHS + (
+        PROSE + CORPUS["closed fence then text"] if name == "prose" else CORPUS[name] * 3
+    )
+    rng = random.Random(3)
+    view.begin_reply("Model")
+    i = compared = 0
+    while i < len(text):
+        n = rng.randint(1, 6)
+        view.append_to_reply(text[i : i + n])
+        i += n
+        QApplication.processEvents()  # the update request: Qt paints the dirty parts
+        if rng.random() < 0.2 or i >= len(text):
+            shown = _on_screen(view)
+            fresh = view.grab().toImage().convertToFormat(shown.format())
+            assert shown == fresh, f"after {i} of {len(text)} characters"
+            compared += 1
+    assert view.verticalScrollBar().value() > 0  # it scrolled while streaming
+    assert compared > 10
+
+
+def test_following_a_reply_paints_only_the_row_being_written(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once the reply fills the view, a new line scrolls it: what was shown moves by a blit and
+    # only the growing row is painted (every visible row was painted again before).
+    painted: list[TextBlock] = []
+    paint = TextBlock.paintEvent
+
+    def counting(block: TextBlock, event: QPaintEvent) -> None:
+        painted.append(block)
+        paint(block, event)
+
+    monkeypatch.setattr(TextBlock, "paintEvent", counting)
+    view.begin_reply("Model")
+    text = PARAGRAPHS
+    scrolled = others = updates = 0
+    for i in range(0, len(text), 5):
+        rows = len(view.stack.rows)
+        top = view.verticalScrollBar().value()
+        painted.clear()
+        view.append_to_reply(text[i : i + 5])
+        QApplication.processEvents()
+        if len(view.stack.rows) != rows or top == 0:
+            continue  # a new row, or the first screenful (the scroll bar appears)
+        growing = view.stack.rows[-1]
+        assert isinstance(growing, TextRow)
+        updates += 1
+        scrolled += view.verticalScrollBar().value() != top
+        others += sum(block is not growing.label for block in painted)
+    assert scrolled > 5
+    assert others == 0, f"{others} paints of other rows in {updates} updates"

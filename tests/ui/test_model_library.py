@@ -1,0 +1,239 @@
+"""The model library: GGUF headers read without loading weights; switching frees memory."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.engine import EngineOptions, ModelLoadError
+from app.engine.llama import open_llama
+from app.engine.model_card import ModelCard, find_models, read_model_card, short_count
+from app.flow.session import ChatSession, ModelState
+from app.ui.dialogs.model_library import ModelLibrary
+from app.ui.window.app_dialogs import describe_models
+from tests.support.loop import Loop, run_until
+
+
+@pytest.mark.model
+def test_the_bundled_models_card(model_path: Path) -> None:
+    card = read_model_card(model_path)
+    assert card.architecture == "llama"
+    assert short_count(card.parameters) == "135M"
+    assert card.quantization == "Q4_1"
+    assert card.context_length == 8192
+    assert card.size_bytes == model_path.stat().st_size
+    assert card.has_chat_template
+
+
+def test_files_that_are_not_models_get_a_sentence(tmp_path: Path) -> None:
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    with pytest.raises(ModelLoadError, match="not a GGUF model file"):
+        read_model_card(text)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 40)
+    with pytest.raises(ModelLoadError, match=r"header of broken\.gguf cannot be read"):
+        read_model_card(broken)
+
+
+def test_known_models_come_from_folders_and_recent_files_once_each(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "b.gguf").write_bytes(b"GGUF")
+    (folder / "a.gguf").write_bytes(b"GGUF")
+    (folder / "readme.txt").write_text("not listed")
+    elsewhere = tmp_path / "elsewhere.gguf"
+    elsewhere.write_bytes(b"GGUF")
+    found = find_models(
+        [folder, tmp_path / "missing-folder"],
+        [elsewhere, folder / "a.gguf", tmp_path / "deleted.gguf"],
+    )
+    assert found == [(folder / "a.gguf").resolve(), (folder / "b.gguf").resolve(), elsewhere]
+
+
+def test_short_counts() -> None:
+    assert [short_count(n) for n in (None, 950, 134_515_008, 7_241_732_096)] == [
+        "",
+        "950",
+        "135M",
+        "7.24B",
+    ]
+
+
+def card(path: Path, name: str) -> ModelCard:
+    return ModelCard(path, name, "llama", 135_000_000, "Q4_1", 8192, 98 * 2**20, True)
+
+
+def test_the_library_lists_marks_the_model_in_use_and_opens_a_choice(
+    qtbot: QtBot, tmp_path: Path
+) -> None:
+    library = ModelLibrary(tmp_path / "b.gguf")
+    qtbot.addWidget(library)
+    library.show()
+    library.add_card(card(tmp_path / "a.gguf", "Alpha"))
+    library.add_card(card(tmp_path / "b.gguf", "Beta"))
+    assert library.table.rowCount() == 2
+    assert library.table.item(1, 0).text().startswith("Beta  (in use)")  # type: ignore[union-attr]
+    assert library.table.item(0, 2).text() == "135M"  # type: ignore[union-attr]
+    assert library.table.currentRow() == 1
+    with qtbot.waitSignal(library.open_requested) as opened:
+        library.table.cellDoubleClicked.emit(0, 0)
+    assert opened.args == [tmp_path / "a.gguf"]
+
+
+@pytest.mark.model
+def test_describing_a_folder_shows_models_and_says_which_files_are_not(
+    loop: Loop, qtbot: QtBot, tmp_path: Path, model_path: Path
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "smol.gguf").symlink_to(model_path)
+    (folder / "truncated.gguf").write_bytes(model_path.read_bytes()[:4096])
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    loop.run_until_complete(describe_models(library, [folder], []))
+    assert library.paths() == [(folder / "smol.gguf").resolve()]
+    assert "truncated.gguf" in library.problems.text()
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.model
+def test_ten_model_switches_give_the_memory_back(
+    loop: Loop, tmp_path: Path, model_path: Path
+) -> None:
+    other = tmp_path / "other.gguf"
+    other.symlink_to(model_path)  # another path: each switch really closes and opens
+    session = ChatSession(open_llama, options=EngineOptions(n_ctx=512, n_threads=1))
+    loaded: list[Path] = []
+    session.model_changed.connect(lambda info: loaded.append(info.path))
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, timeout=60)
+    baseline = rss_mb()
+    for i in range(10):
+        session.open_model(other if i % 2 == 0 else model_path)
+        run_until(loop, lambda n=i: len(loaded) == n + 2, timeout=60)
+    after = rss_mb()
+    loop.run_until_complete(session.close())
+    assert loaded[-1] == model_path
+    assert after <= baseline * 1.10, f"{baseline:.0f} MB after the first load, {after:.0f} after"
+    print(f"RSS {baseline:.0f} MB after the first load, {after:.0f} MB after 10 switches")
+
+
+def test_the_library_lists_every_other_file_whatever_one_of_them_is(
+    loop: Loop, qtbot: QtBot, tmp_path: Path
+) -> None:
+    from tests.engine.test_model_file import TEMPLATE, write_gguf
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    os.mkfifo(folder / "a-pipe.gguf")
+    (folder / "b-null.gguf").symlink_to("/dev/null")
+    write_gguf(folder / "c-odd.gguf", {"general.name": b"Odd \xff name", "x": TEMPLATE})
+    (folder / "d-truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00\x01")
+    write_gguf(folder / "e-fine.gguf", {"general.name": "<b>Fine</b>"})
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(folder / "f-socket.gguf"))
+    try:
+        library = ModelLibrary(None)
+        qtbot.addWidget(library)
+        loop.run_until_complete(
+            asyncio.wait_for(describe_models(library, [folder], [folder / "a-pipe.gguf"]), 30)
+        )
+    finally:
+        server.close()
+    assert library.paths() == [folder / "c-odd.gguf", folder / "e-fine.gguf"]
+    names = [library.table.item(row, 0).text() for row in range(2)]  # type: ignore[union-attr]
+    assert names == ["Odd \ufffd name", "<b>Fine</b>"]
+    problems = library.problems.text().splitlines()
+    assert len(problems) == 4
+    assert "a-pipe.gguf is a named pipe" in problems[0]
+    assert "/dev/null is a device" in problems[1]  # the link, resolved
+    assert "d-truncated.gguf cannot be read" in problems[2]
+    assert "f-socket.gguf is a socket" in problems[3]
+
+
+def test_file_names_and_metadata_are_never_markup(qtbot: QtBot, tmp_path: Path) -> None:
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    library.add_problem("<img src='x.png'> <b>bold</b>.gguf is not a GGUF model file.")
+    assert library.problems.textFormat() is Qt.TextFormat.PlainText
+    library.add_card(card(tmp_path / "<i>x</i>.gguf", "<a href='file:///'>name</a>"))
+    item = library.table.item(0, 0)
+    assert item is not None
+    assert item.text() == "<a href='file:///'>name</a>"
+    assert "&lt;i&gt;x&lt;/i&gt;.gguf" in item.toolTip()
+    assert "<i>" not in item.toolTip()
+
+
+@pytest.mark.model
+def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
+    qtbot: QtBot, loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    from app.standins.projector import write_projector
+    from app.standins.scripted import ScriptedBackend
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
+    from tests.ui.test_appearance import Saved
+
+    opened: list[EngineOptions] = []
+    backend = ScriptedBackend(["Hi"])
+
+    def opener(path: Path, options: EngineOptions) -> ScriptedBackend:
+        opened.append(options)
+        backend.reopen(path)
+        return backend
+
+    session = ChatSession(opener)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    keeper = Saved()
+    dialogs = AppDialogs(window, keeper, lambda settings: settings)
+    dialogs.open_library()
+    library = window.findChild(ModelLibrary)
+    assert library is not None
+    run_until(loop, lambda: model_path.resolve() in [p.resolve() for p in library.paths()], 30)
+    row = [p.resolve() for p in library.paths()].index(model_path.resolve())
+    assert "sees pictures" not in library.table.item(row, 0).text()
+    assert library.projector_button.isEnabled()
+
+    # Neither a text file nor a model is a projector: each is said, and nothing is paired.
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("not a projector")
+    dialogs.choose_projector(model_path, notes)
+    run_until(loop, lambda: "not a GGUF model file" in library.problems.text(), 10)
+    dialogs.choose_projector(model_path, model_path)
+    run_until(loop, lambda: "is not a projector" in library.problems.text(), 10)
+    assert keeper.preferences.projectors == {}
+
+    (tmp_path / "elsewhere").mkdir()
+    projector = write_projector(tmp_path / "elsewhere" / "mmproj-chosen.gguf")
+    dialogs.choose_projector(model_path, projector)
+    run_until(loop, lambda: "sees pictures" in library.table.item(row, 0).text(), 10)
+    assert str(projector.resolve()) in library.table.item(row, 0).toolTip()
+    assert keeper.preferences.projectors == {str(model_path.resolve()): str(projector.resolve())}
+    assert keeper.calls  # saved
+    session.open_model(model_path)
+    run_until(loop, lambda: session.state is ModelState.READY, 10)
+    assert opened[-1].projector == projector.resolve()
+    assert opened[-1].projector_fallback  # remembered: if it fails later, the model still opens
+    loop.run_until_complete(session.close())
+
+
+def test_chosen_projectors_are_kept_in_the_preferences(tmp_path: Path) -> None:
+    from app.store.preferences import Preferences, load_preferences, save_preferences
+
+    file = tmp_path / "preferences.json"
+    save_preferences(Preferences(projectors={"/m/model.gguf": "/p/mmproj.gguf"}), file)
+    assert load_preferences(file).projectors == {"/m/model.gguf": "/p/mmproj.gguf"}
+    file.write_text('{"projectors": {"/m/a.gguf": 3, "": "/p", "/m/b.gguf": "/p/b.gguf"}}')
+    assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf"}
