@@ -253,24 +253,29 @@ def prompt_for_model(message: Message) -> str:
     for byte, on every later turn: the engine's reuse of the processed prompt (and the prompt
     cache) then spares reading the files again for a follow-up question.
     """
+    return content_with_attachments(attachments_of(message), message.content)
+
+
+def attachments_of(message: Message) -> list[Attachment]:
+    """A kept message's attachment rows as the engine's data: the one reader of those rows.
+
+    A row that is not well formed is left out (the store checks what it keeps, so that is a
+    file written by something else).
+    """
     attachments = []
     for data in message.attachments:
         try:
             attachments.append(Attachment.from_dict(data))
         except ValueError:
-            continue  # the store checks what it keeps; a row that is not a file is left out
-    return content_with_attachments(attachments, message.content)
+            continue
+    return attachments
 
 
 def with_pictures(turn: ChatMessage, message: Message | None) -> ChatMessage:
     """``turn`` with the pictures ``message`` has (kept in the data folder by digest)."""
     if message is None:
         return turn
-    digests = [
-        str(a["digest"])
-        for a in message.attachments
-        if a.get("kind") == "picture" and isinstance(a.get("digest"), str)
-    ]
+    digests = [a.digest for a in attachments_of(message) if a.is_picture and a.digest]
     if digests:
         turn["pictures"] = tuple(Picture(d, picture_path(d)) for d in digests)
     return turn

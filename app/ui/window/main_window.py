@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.documents import Attachment
 from app.engine import ModelInfo
+from app.flow.reply import attachments_of
 from app.flow.session import ChatSession, ModelState
 from app.store.conversation import Message
 from app.ui.chat.chat_view import ChatView
@@ -257,7 +257,7 @@ class MainWindow(QMainWindow):
             return
         attachments = tray.attachments()
         editing = self.edit.message
-        kept = [] if editing is None else _attachments_of(editing)
+        kept = [] if editing is None else attachments_of(editing)
         if not text.strip() and not attachments and not kept:
             self.statusBar().showMessage(self.tr("Type a message first."), 3000)
             return
@@ -438,7 +438,7 @@ class MainWindow(QMainWindow):
         if prompt.status == "error" and not self.composer.toPlainText():
             # The prompt got no answer at all: give it back so it can be sent again.
             self.composer.setPlainText(prompt.content)
-            self.attachments.give_back(_attachments_of(prompt))
+            self.attachments.give_back(attachments_of(prompt))
         self.composer.setFocus()
         self.refresh_room()
 
@@ -446,17 +446,6 @@ class MainWindow(QMainWindow):
     def _on_figures_changed(self) -> None:
         self.status_line.show_figures()
         self.diagnostics.refresh()
-
-
-def _attachments_of(message: Message) -> list[Attachment]:
-    """A sent prompt's attachments as the engine's data (any not well formed left out)."""
-    attachments = []
-    for data in message.attachments:
-        try:
-            attachments.append(Attachment.from_dict(data))
-        except ValueError:
-            continue
-    return attachments
 
 
 def _menu_actions(window: MainWindow) -> dict[str, Callable[[], object]]:
