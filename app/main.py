@@ -30,8 +30,10 @@ from app.ui.window.single_instance import LaunchArguments, SingleInstance
 if TYPE_CHECKING:
     from app.flow.archive import Archive
     from app.flow.preferences import PreferencesKeeper
+    from app.flow.serving import ApiServing
     from app.flow.session import ChatSession
     from app.ui.look.appearance import Appearance
+    from app.ui.window.api_server_panel import ApiServerFace
     from app.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -159,48 +161,29 @@ async def run_window(
         instance: this data folder's one Floodgate: later launches hand it their model.
         last_end: how the previous session ended, if it ended unexpectedly.
     """
-    from app.engine import EngineOptions
-    from app.engine.llama import open_llama
     from app.flow.archive import Archive
     from app.flow.event_loop import finalize_async_generators_on
     from app.flow.preferences import PreferencesKeeper
-    from app.flow.serving import ApiServing
-    from app.flow.session import ChatSession
     from app.flow.termination import PoliteEnd
     from app.flow.words import say_sentence
-    from app.serve import api_starter
-    from app.store.thread_choices import ThreadChoices
     from app.ui.look.appearance import Appearance
-    from app.ui.window.api_server_panel import ApiServerFace
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
 
-    screen = app.primaryScreen()
-    refresh = screen.refreshRate() if screen is not None else 60.0
+    frame_interval = _frame_interval(app)
     finalize_async_generators_on(asyncio.get_running_loop())
     TRACE.name_thread("UI")
     # Disk work never runs on the UI thread.
     keeper = await PreferencesKeeper.load()
     archive, archive_problem = await Archive.open()
-    session = ChatSession(
-        open_llama,
-        options=EngineOptions(cache_dir=prompt_cache_dir()),
-        frame_interval=1 / (refresh if refresh > 0 else 60.0),
-        archive=archive,
-        # Decode threads are measured once per model and machine, and kept here.
-        thread_choices=ThreadChoices(data_dir()),
-    )
+    session = _new_session(archive, frame_interval)
     settings = keeper.preferences.settings
     session.use_settings(with_command_line(settings, args))
     session.conversation.system_prompt = settings.system_prompt
     appearance = Appearance(app, keeper)
     window = MainWindow(session)
     AppDialogs(window, keeper, lambda chosen: with_command_line(chosen, args))
-    # The local API server: a face of the flow beside the window, off unless Settings say so.
-    serving = ApiServing(
-        api_starter(session.host, lambda: session.settings, lambda: session.queue_bound), window
-    )
-    server_face = ApiServerFace(window, serving, keeper)
+    serving, server_face = _wire_api_server(session, window, keeper)
     _wire_appearance(appearance, window)
     if archive_problem is not None:
         window.view.add_note(say_sentence(archive_problem), error=True)
@@ -216,15 +199,7 @@ async def run_window(
         _listen_for_launches(instance, window)
     if args.trace is not None:
         window.trace_recording.start(args.trace)
-    if last_end is not None:
-        window.spawn(_tell_last_end(session, window, last_end))
-    model, passed_over = args.model, None
-    if model is None:
-        recent = keeper.preferences.recent_models
-        model, passed_over = await asyncio.to_thread(model_to_open, recent, last_end)
-    if passed_over is not None:
-        window.view.add_note(say_sentence(passed_over))
-    session.open_model(model)
+    await _open_first_model(session, window, keeper, args.model, last_end)
     window.spawn(server_face.start())
     driving = asyncio.ensure_future(driver(window)) if driver is not None else None
     try:
@@ -239,6 +214,49 @@ async def run_window(
         await asyncio.wait_for(serving.close(), SHUTDOWN_SECONDS)
     await shut_down(session, archive, keeper)
     window.deleteLater()
+
+
+def _frame_interval(app: QApplication) -> float:
+    """Seconds between two frames of the primary screen (60 a second when it does not say)."""
+    screen = app.primaryScreen()
+    refresh = screen.refreshRate() if screen is not None else 60.0
+    return 1 / (refresh if refresh > 0 else 60.0)
+
+
+def _new_session(archive: Archive, frame_interval: float) -> ChatSession:
+    """The session over llama.cpp, its history kept in ``archive``."""
+    from app.engine import EngineOptions
+    from app.engine.llama import open_llama
+    from app.flow.session import ChatSession
+    from app.store.thread_choices import ThreadChoices
+
+    return ChatSession(
+        open_llama,
+        options=EngineOptions(cache_dir=prompt_cache_dir()),
+        frame_interval=frame_interval,
+        archive=archive,
+        # Decode threads are measured once per model and machine, and kept here.
+        thread_choices=ThreadChoices(data_dir()),
+    )
+
+
+def _wire_api_server(
+    session: ChatSession, window: MainWindow, keeper: PreferencesKeeper
+) -> tuple[ApiServing, ApiServerFace]:
+    """The local API server: a face of the flow beside the window, off unless Settings say so.
+
+    Returns:
+        The server's serving (closed at the end, before the worker) and its face in the
+        window (started once the window shows).
+    """
+    from app.flow.serving import ApiServing
+    from app.serve import api_starter
+    from app.ui.window.api_server_panel import ApiServerFace
+
+    serving = ApiServing(
+        api_starter(session.host, lambda: session.settings, lambda: session.queue_bound), window
+    )
+    return serving, ApiServerFace(window, serving, keeper)
 
 
 def model_to_open(
@@ -267,6 +285,31 @@ def model_to_open(
             {"default": default.name, "model": last.name},
         )
     return last, None
+
+
+async def _open_first_model(
+    session: ChatSession,
+    window: MainWindow,
+    keeper: PreferencesKeeper,
+    model: Path | None,
+    last_end: LastEnd | None,
+) -> None:
+    """Open ``model`` (the command line's), else the one :func:`model_to_open` picks.
+
+    After a session that ended unexpectedly (``last_end``, from the crash record), the
+    conversation it cut off is shown with a note, and a model it was loading is passed over.
+    """
+    from app.flow.words import say_sentence
+
+    if last_end is not None:
+        window.spawn(_tell_last_end(session, window, last_end))
+    if model is None:
+        recent = keeper.preferences.recent_models
+        found = await asyncio.to_thread(model_to_open, recent, last_end)
+        model, passed_over = found  # (unpacked apart: mypy narrows ``model`` only so)
+        if passed_over is not None:
+            window.view.add_note(say_sentence(passed_over))
+    session.open_model(model)
 
 
 async def _tell_last_end(session: ChatSession, window: MainWindow, last_end: LastEnd) -> None:

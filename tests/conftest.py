@@ -29,6 +29,10 @@ from tests.support.loop import Loop
 # tests/engine/gpu/ needs the Vulkan build first on the path: collected only in that process.
 collect_ignore = [] if os.environ.get(GPU_TESTS) else ["engine/gpu"]
 
+# Fixtures kept in tests/support/, for tests in every folder: memory_keyring (keyring.py) and
+# scripted_window (window.py). tests/server/conftest.py adds the API client for its folder.
+pytest_plugins = ["tests.support.keyring", "tests.support.window"]
+
 
 @pytest.fixture(autouse=True)
 def floodgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.engine.model_file import readable_name
+
 pytestmark = pytest.mark.model
 
 
@@ -57,7 +59,7 @@ def test_serve_answers_and_a_signal_stops_the_reply_and_exits(
     try:
         url = address(process)
         models = httpx.get(url + "/models").json()
-        assert [m["id"] for m in models["data"]] == [model_path.stem]
+        assert [m["id"] for m in models["data"]] == [readable_name(model_path)]
         # A sampled story can end by itself before the signal; then the case is
         # not met yet, so ask again (another seed) until a reply is in flight.
         for seed in range(5):

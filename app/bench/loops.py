@@ -78,7 +78,7 @@ class LlamaLoops:
         return tokens
 
     def plain_tokens(self, text: str) -> list[int]:
-        """A plain text as the engine reads one to continue (``LlamaBackend.render_tokens``)."""
+        """A plain text as the engine reads one to continue (``ReplyPrompts.render_text``)."""
         tokens: list[int] = self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
         return tokens
 
@@ -168,7 +168,7 @@ class LlamaLoops:
     def _context_for(self, n_seq: int, n_ctx_seq: int) -> Any:
         """A context for ``n_seq`` sequences of ``n_ctx_seq`` tokens each (kept for the next run).
 
-        Made as the app makes one (:func:`app.engine.llama._sequences`): llama-cpp-python's
+        Made as the app makes one (:func:`app.engine.loading.for_sequences`): llama-cpp-python's
         own context parameters (those of :attr:`llm`), with ``n_seq_max`` sequences, a KV
         cache stream each (``kv_unified`` off) and ``n_ctx`` for all of them.
         """

@@ -24,9 +24,10 @@ from app.bench.bare import BareLoops
 from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
 from app.bench.stats import Rate, interleaved_pairs, summary
 from app.engine import BackendOpener, ChatMessage, GenerationSettings
+from app.flow.decode_threads import ThreadReport
 from app.flow.metrics import Distribution, watch_loop_lag
+from app.flow.reply import ReplyEnd
 from app.flow.session import ChatSession, ModelState
-from app.flow.worker import ThreadReport
 from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.store.conversation import Conversation
 from app.store.thread_choices import ThreadChoices
@@ -110,7 +111,7 @@ async def ask(window: MainWindow, prompt: str) -> None:
     session.conversation = Conversation()  # each measurement starts a new chat
     ended = asyncio.get_running_loop().create_future()
 
-    def on_ended(_status: str, _note: str) -> None:
+    def on_ended(_end: ReplyEnd) -> None:
         if not ended.done():
             ended.set_result(None)
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import platform
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -143,18 +144,76 @@ async def _prompt_sections(setup: Setup, loops: BareLoops, eval_best: int) -> di
     return {"prefill": pre, "ttft_ms": section}
 
 
-SECTIONS = (
-    "server",
-    "download",
-    "ttft_ms",
-    "gpu",
-    "window_cost",
-    "long_reply",
-    "large_messages",
-    "parallel",
-    "speculative",
-    "vision",
-)
+async def _server_alone(setup: Setup) -> Any:
+    setup.log("Floodgate as a local API server…")
+    return await local_api(setup)
+
+
+async def _download_alone(setup: Setup) -> Any:
+    setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
+    return await download(setup)
+
+
+async def _ttft_alone(setup: Setup) -> Any:
+    cores = setup.options.n_threads or physical_cores()
+    setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
+    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
+    try:
+        setup.log("time to first token over a long conversation…")
+        return ttft(setup, loops.count_tokens)
+    finally:
+        loops.close()
+
+
+async def _gpu_alone(setup: Setup) -> Any:
+    setup.log("the GPU: layers offloaded, llama-cpp-python on it, Stop, the fit…")
+    return gpu(setup)
+
+
+async def _long_reply_alone(setup: Setup) -> Any:
+    return _long_reply(setup)
+
+
+async def _large_messages_alone(setup: Setup) -> Any:
+    return _large_messages(setup)
+
+
+async def _parallel_alone(setup: Setup) -> Any:
+    cores = setup.options.n_threads or physical_cores()
+    batch = setup.options.n_threads_batch or physical_cores()
+    setup.options = replace(setup.options, n_threads=cores, n_threads_batch=batch)
+    setup.log("replies side by side (one llama_decode per step for all)…")
+    return await parallel(setup)
+
+
+async def _speculative_alone(setup: Setup) -> Any:
+    cores = setup.options.n_threads or physical_cores()
+    setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
+    setup.log("drafts from the context (prompt lookup) against the plain loops…")
+    return speculative(setup)
+
+
+async def _vision_alone(setup: Setup) -> Any:
+    setup.log("pictures: the projector, read once, Stop in the encoder…")
+    quick = setup.plan.speculative_rounds < 2
+    return vision(setup, *((2, 3) if quick else ()))
+
+
+_ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
+    "server": _server_alone,
+    "download": _download_alone,
+    "ttft_ms": _ttft_alone,
+    "gpu": _gpu_alone,
+    "window_cost": _window_cost_alone,
+    "long_reply": _long_reply_alone,
+    "large_messages": _large_messages_alone,
+    "parallel": _parallel_alone,
+    "speculative": _speculative_alone,
+    "vision": _vision_alone,
+}
+"""How ``--only`` runs each section alone: its figures, under the section's key in the JSON."""
+
+SECTIONS = tuple(_ALONE)
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
 Alone, ``window_cost`` opens the app as the whole run does (its worker measures its decode
@@ -172,45 +231,13 @@ async def run(setup: Setup, only: str | None = None) -> dict[str, Any]:
     called from one thread at a time (the app's worker, or the engine thread of a section).
     """
     finalize_async_generators_on(asyncio.get_running_loop())
-    if only == "server":
-        setup.log("Floodgate as a local API server…")
-        return {"server": await local_api(setup), "machine": machine(setup)}
-    if only == "gpu":
-        setup.log("the GPU: layers offloaded, llama-cpp-python on it, Stop, the fit…")
-        return {"gpu": gpu(setup), "machine": machine(setup)}
-    if only == "download":
-        setup.log("downloads (Floodgate's queue vs a plain httpx stream, fake Hub on loopback)…")
-        return {"download": await download(setup), "machine": machine(setup)}
-    if only == "window_cost":
-        return {"window_cost": await _window_cost_alone(setup), "machine": machine(setup)}
-    if only == "long_reply":
-        return {"long_reply": _long_reply(setup), "machine": machine(setup)}
-    if only == "large_messages":
-        return {"large_messages": _large_messages(setup), "machine": machine(setup)}
-    if only == "parallel":
-        cores = setup.options.n_threads or physical_cores()
-        batch = setup.options.n_threads_batch or physical_cores()
-        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=batch)
-        setup.log("replies side by side (one llama_decode per step for all)…")
-        return {"parallel": await parallel(setup), "machine": machine(setup)}
-    if only == "speculative":
-        cores = setup.options.n_threads or physical_cores()
-        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
-        setup.log("drafts from the context (prompt lookup) against the plain loops…")
-        return {"speculative": speculative(setup), "machine": machine(setup)}
-    if only == "vision":
-        setup.log("pictures: the projector, read once, Stop in the encoder…")
-        quick = setup.plan.speculative_rounds < 2
-        return {"vision": vision(setup, *((2, 3) if quick else ())), "machine": machine(setup)}
-    if only == "ttft_ms":
-        cores = setup.options.n_threads or physical_cores()
-        setup.options = replace(setup.options, n_threads=cores, n_threads_batch=cores)
-        loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
-        try:
-            setup.log("time to first token over a long conversation…")
-            return {"ttft_ms": ttft(setup, loops.count_tokens), "machine": machine(setup)}
-        finally:
-            loops.close()
+    if only is not None and only in _ALONE:
+        return {only: await _ALONE[only](setup), "machine": machine(setup)}
+    return await _everything(setup)
+
+
+async def _everything(setup: Setup) -> dict[str, Any]:
+    """Every section, in the order that shares their setup best."""
     loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
     try:
         app = await _app_sections(setup, loops)

@@ -21,7 +21,7 @@ from app.bench.prefill import prefill_messages
 from app.engine import Backend, ChatMessage, GenerationSettings
 from app.engine.llama import LlamaBackend
 from app.engine.threads import physical_cores
-from app.flow.worker import ThreadReport
+from app.flow.decode_threads import ThreadReport
 from app.ui.window.main_window import MainWindow
 
 ONE_TOKEN = GenerationSettings(temperature=0.0, max_tokens=1)
@@ -73,6 +73,29 @@ def _fastest(medians: dict[str, float]) -> int:
     return int(max(medians, key=lambda n: medians[n]))
 
 
+_Measure = Callable[[int], Any]
+"""One side's measure: its rate at a thread count (a coroutine)."""
+
+
+async def _rounds(
+    setup: Setup, counts: list[int], sides: list[tuple[str, _Measure]]
+) -> dict[str, dict[int, list[float]]]:
+    """Each side's rates at each count, over the plan's rounds, in alternating order."""
+    runs: dict[str, dict[int, list[float]]] = {name: {n: [] for n in counts} for name, _ in sides}
+    for round_ in range(setup.plan.thread_rounds):
+        order = counts if round_ % 2 == 0 else counts[::-1]
+        for n in order:
+            # Each pair of sides back to back, the one first alternating by round.
+            for pair in (sides[:2], sides[2:]):
+                for name, measure in pair if round_ % 2 == 0 else pair[::-1]:
+                    runs[name][n].append(await measure(n))
+            setup.log(
+                f"  round {round_ + 1}, {n} threads: "
+                + ", ".join(f"{name} {runs[name][n][-1]:.1f}" for name, _ in sides)
+            )
+    return runs
+
+
 async def thread_counts(
     setup: Setup, window: MainWindow, loops: BareLoops, chosen: ThreadReport
 ) -> dict[str, Any]:
@@ -84,9 +107,6 @@ async def thread_counts(
     prefill_tokens = loops.prompt_tokens(messages)
     text = messages[0]["content"]
     processed: list[int] = []
-    runs: dict[str, dict[int, list[float]]] = {
-        side: {n: [] for n in counts} for side in ("native", "app", "eval", "app_prefill")
-    }
 
     async def native(n: int) -> float:
         return loops.native_run(decode_tokens, n)
@@ -104,7 +124,7 @@ async def thread_counts(
         processed.append(tokens)
         return rate
 
-    sides: list[tuple[str, Callable[[int], Any]]] = [
+    sides: list[tuple[str, _Measure]] = [
         ("native", native),
         ("app", app_decode),
         ("eval", eval_prefill),
@@ -112,17 +132,7 @@ async def thread_counts(
     ]
     await app_decode(counts[-1])  # warm the app's path up (the references are warm)
     try:
-        for round_ in range(setup.plan.thread_rounds):
-            order = counts if round_ % 2 == 0 else counts[::-1]
-            for n in order:
-                # Each pair of sides back to back, the one first alternating by round.
-                for pair in (sides[:2], sides[2:]):
-                    for name, measure in pair if round_ % 2 == 0 else pair[::-1]:
-                        runs[name][n].append(await measure(n))
-                setup.log(
-                    f"  round {round_ + 1}, {n} threads: "
-                    + ", ".join(f"{name} {runs[name][n][-1]:.1f}" for name, _ in sides)
-                )
+        runs = await _rounds(setup, counts, sides)
     finally:
         _set_threads(window, chosen.n_threads, chosen.n_threads_batch)
     decode = {side: _medians(runs[side]) for side in ("native", "app")}

@@ -7,9 +7,10 @@ window's). Progress is reported at most every ``report_interval`` seconds.
 
 Each download (a model: one file, or every part of a split one) has a record of its own in the
 partial files' folder, ``<first file>.download.json``: its files in order and whether the user
-paused it. The next run restores it from there as one download (:meth:`DownloadQueue.restore`):
-a split model interrupted in its second part comes back as the model, its finished parts
-counted, rather than as the one part that has a partial file.
+paused it (:mod:`app.downloads.download_record`). The next run restores it from there as one
+download (:meth:`DownloadQueue.restore`): a split model interrupted in its second part comes
+back as the model, its finished parts counted, rather than as the one part that has a partial
+file.
 """
 
 from __future__ import annotations
@@ -17,21 +18,23 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
-import json
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 import httpx
 
+from app.downloads.download_record import (
+    delete_download_record,
+    waiting_downloads,
+    write_download_record,
+)
 from app.downloads.errors import DownloadError
 from app.downloads.transfer import (
-    PARTIAL_FOLDER,
     RETRY_DELAYS_S,
     STALL_TIMEOUT_S,
     FileTransfer,
@@ -39,8 +42,6 @@ from app.downloads.transfer import (
     StoppedError,
     discard,
     disk_free,
-    partial_paths,
-    pending,
 )
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
@@ -101,95 +102,6 @@ class _Download:
     """When it was first queued (kept in its record: restored downloads keep their order)."""
 
 
-@dataclass(frozen=True)
-class WaitingDownload:
-    """A download a previous run left unfinished, as its record and the folder tell it.
-
-    Attributes:
-        files: its files, in order.
-        done: bytes already here (finished parts and partial files).
-        held: whether the user paused it (else it was running or waiting when Floodgate ended).
-        added: when it was first queued.
-    """
-
-    files: tuple[RemoteFile, ...]
-    done: int
-    held: bool
-    added: float
-
-
-def download_record(folder: Path, files: Sequence[RemoteFile]) -> Path:
-    """Where the record of the download of ``files`` is kept in the models ``folder``."""
-    return folder / PARTIAL_FOLDER / f"{files[0].name}.download.json"
-
-
-def _write_download_record(
-    folder: Path, files: Sequence[RemoteFile], held: bool, added: float
-) -> None:
-    record = download_record(folder, files)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    temporary = record.with_suffix(".tmp")
-    data = {"files": [asdict(f) for f in files], "held": held, "added": added}
-    temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(temporary, record)
-
-
-def _read_download_record(record: Path) -> tuple[tuple[RemoteFile, ...], bool, float] | None:
-    try:
-        data = json.loads(record.read_text(encoding="utf-8"))
-        listed = data["files"]
-        files = tuple(RemoteFile.from_record(f) for f in listed)
-        held, added = bool(data.get("held", False)), float(data.get("added", 0.0))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not files or any(f is None for f in files):
-        return None
-    known = tuple(f for f in files if f is not None)  # all of them (checked above); for mypy
-    if download_record(record.parent.parent, known) != record:
-        return None
-    return known, held, added
-
-
-def _bytes_here(folder: Path, remote: RemoteFile) -> int:
-    """Bytes of ``remote`` already in ``folder``: the whole file once finished, else its part."""
-    final = folder / remote.name
-    with contextlib.suppress(OSError):
-        if final.stat().st_size == remote.size:
-            return remote.size  # verified again when the download runs
-    part = partial_paths(folder, remote.name)[0]
-    try:
-        return part.stat().st_size
-    except OSError:
-        return 0
-
-
-def waiting_downloads(folder: Path) -> list[WaitingDownload]:
-    """The downloads a previous run left in ``folder``, in the order they were queued.
-
-    Reads the folder: call it off the UI thread. A partial file with no download record of its
-    own (left by ``floodgate pull``, or by a Floodgate before download records) is one download
-    of its one file, paused.
-    """
-    waiting = folder / PARTIAL_FOLDER
-    if not waiting.is_dir():
-        return []
-    found: list[WaitingDownload] = []
-    covered: set[RemoteFile] = set()
-    for record in sorted(waiting.glob("*.download.json")):
-        read = _read_download_record(record)
-        if read is None:
-            continue
-        files, held, added = read
-        covered.update(files)
-        done = sum(_bytes_here(folder, f) for f in files)
-        found.append(WaitingDownload(files, done, held, added))
-    found.sort(key=lambda w: w.added)
-    for remote, done in pending(folder):
-        if remote not in covered:
-            found.append(WaitingDownload((remote,), done, True, 0.0))
-    return found
-
-
 class RateMeter:
     """Speed over the last seconds, from (time, bytes) samples."""
 
@@ -205,6 +117,62 @@ class RateMeter:
         first_time, first_done = self.samples[0]
         elapsed = now - first_time
         return (done - first_done) / elapsed if elapsed > 0 else 0.0
+
+
+class _Chores:
+    """What callers asked the queue's thread to do on disk: partial files to delete, records.
+
+    Callers add to it under the queue's lock; the queue's thread takes the chores one by one,
+    deletions first, and does them outside the lock.
+
+    Args:
+        folder: the models folder.
+        lock: the queue's lock (it guards the lists and the downloads' statuses).
+    """
+
+    def __init__(self, folder: Path, lock: threading.Lock) -> None:
+        self.folder = folder
+        self._lock = lock
+        self.to_discard: list[RemoteFile] = []
+        self.to_note: list[_Download] = []
+        """Downloads whose record the queue's thread is to write (or delete) as they are now."""
+
+    def take(self) -> RemoteFile | _Download | None:
+        """The next file to delete, or download whose record to write (call with the lock)."""
+        if self.to_discard:
+            return self.to_discard.pop(0)
+        if self.to_note:
+            return self.to_note.pop(0)
+        return None
+
+    def do(self, chore: RemoteFile | _Download) -> None:
+        """Delete a file's partial download, or write a download's record."""
+        if isinstance(chore, RemoteFile):
+            discard(self.folder, chore.name)
+        else:
+            self.note(chore)
+
+    def do_all(self) -> None:
+        """Delete and write what callers asked for meanwhile (on the queue's thread)."""
+        while True:
+            with self._lock:
+                chore = self.take()
+            if chore is None:
+                return
+            self.do(chore)
+
+    def note(self, download: _Download) -> None:
+        """Write ``download``'s record as it is now, or delete it once it has ended."""
+        with self._lock:
+            state = download.status.state
+        if state in (State.DONE, State.CANCELLED):
+            delete_download_record(self.folder, download.files)
+            return
+        # A record that cannot be written costs only the restore of this download.
+        with contextlib.suppress(OSError):
+            write_download_record(
+                self.folder, download.files, state is State.PAUSED, download.added
+            )
 
 
 class DownloadQueue:
@@ -235,9 +203,7 @@ class DownloadQueue:
         self.report_interval = report_interval
         self._lock = threading.Lock()
         self._downloads: dict[int, _Download] = {}
-        self._to_discard: list[RemoteFile] = []
-        self._to_note: list[_Download] = []
-        """Downloads whose record the queue's thread is to write (or delete) as they are now."""
+        self._chores = _Chores(folder, self._lock)
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -268,7 +234,7 @@ class DownloadQueue:
             )
             download = _Download(status, tuple(files), dict(headers or {}))
             self._downloads[status.id] = download
-            self._to_note.append(download)  # its record, for the next run
+            self._chores.to_note.append(download)  # its record, for the next run
         self.on_change(status)
         self._wake()
         return status
@@ -318,8 +284,8 @@ class DownloadQueue:
             download.stop.set()
             download.status = replace(download.status, state=State.CANCELLED, speed=0.0)
             if not running:
-                self._to_discard.extend(download.files)
-                self._to_note.append(download)  # its record goes
+                self._chores.to_discard.extend(download.files)
+                self._chores.to_note.append(download)  # its record goes
             status = download.status
         self.on_change(status)
         self._wake()
@@ -367,7 +333,7 @@ class DownloadQueue:
             download.status = replace(
                 download.status, state=state, speed=0.0, seconds_left=None, sentence=None
             )
-            self._to_note.append(download)  # paused by the user, or not any more
+            self._chores.to_note.append(download)  # paused by the user, or not any more
             status = download.status
         self.on_change(status)
         self._wake()
@@ -383,10 +349,8 @@ class DownloadQueue:
         with self._lock:
             # Deletions and records first, even when closing: a Pause or a Cancel just before
             # Floodgate ends is what the next run finds.
-            if self._to_discard:
-                return self._to_discard.pop(0)
-            if self._to_note:
-                return self._to_note.pop(0)
+            if (chore := self._chores.take()) is not None:
+                return chore
             if self._closed:
                 return None
             for download in self._downloads.values():
@@ -400,11 +364,8 @@ class DownloadQueue:
 
     def _work(self) -> None:
         while (item := self._next()) is not None:
-            if isinstance(item, RemoteFile):
-                discard(self.folder, item.name)
-                continue
-            if isinstance(item, _Download):
-                self._note(item)
+            if not isinstance(item, tuple):
+                self._chores.do(item)
                 continue
             download, stop = item
             self.on_change(download.status)
@@ -451,41 +412,12 @@ class DownloadQueue:
             return
         self._end(download, State.DONE, None, path, keep=True)
 
-    def _note(self, download: _Download) -> None:
-        """Write ``download``'s record as it is now, or delete it once it has ended."""
-        with self._lock:
-            state = download.status.state
-        record = download_record(self.folder, download.files)
-        try:
-            if state in (State.DONE, State.CANCELLED):
-                record.unlink(missing_ok=True)
-            else:
-                _write_download_record(
-                    self.folder, download.files, state is State.PAUSED, download.added
-                )
-        except OSError:
-            pass  # a record that cannot be written costs only the restore of this download
-
-    def _tidy(self) -> None:
-        """Delete and write what callers asked for meanwhile (on the queue's thread)."""
-        while True:
-            with self._lock:
-                if self._to_discard:
-                    item: RemoteFile | _Download = self._to_discard.pop(0)
-                elif self._to_note:
-                    item = self._to_note.pop(0)
-                else:
-                    return
-            if isinstance(item, RemoteFile):
-                discard(self.folder, item.name)
-            else:
-                self._note(item)
-
     def _progress(self, download: _Download, before: int, file_done: int) -> None:
-        if self._to_discard or self._to_note:
+        chores = self._chores
+        if chores.to_discard or chores.to_note:  # read without the lock: a hint
             # A download added, paused or cancelled during a long one: its record is written
             # now, not when this one ends (a crash meanwhile would lose it).
-            self._tidy()
+            chores.do_all()
         done = before + file_done
         now = time.monotonic()
         # Called for every chunk read (thousands a second): between reports, nothing else.
@@ -511,7 +443,7 @@ class DownloadQueue:
         if state is State.CANCELLED:
             for remote in download.files:
                 discard(self.folder, remote.name)
-            self._note(download)
+            self._chores.note(download)
         self.on_change(status)
 
     def _end(
@@ -542,6 +474,5 @@ class DownloadQueue:
             for remote in download.files:
                 discard(self.folder, remote.name)
         if state is State.DONE or not keep:
-            with contextlib.suppress(OSError):
-                download_record(self.folder, download.files).unlink(missing_ok=True)
+            delete_download_record(self.folder, download.files)
         self.on_change(status)

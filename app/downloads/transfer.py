@@ -280,8 +280,58 @@ class _RetryError(Exception):
         self.stalled = stalled
 
 
-def _is_disk_full(exc: OSError) -> bool:
-    return exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
+# Sentences for the failures that end a transfer.
+
+
+def _write_failed(exc: OSError, remote: RemoteFile, part: Path, done: int) -> DownloadError:
+    """Writing the partial file failed: the disk is full, or some other reason."""
+    if exc.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG):
+        return DownloadError(
+            QT_TRANSLATE_NOOP("Floodgate", "{file} cannot be written: {reason}."),
+            keeps_partial=True,
+            file=part,
+            reason=exc.strerror or exc,
+        )
+    return DownloadError(
+        QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "The disk is full: the download of {name} stopped at {done} of {size}. "
+            "What arrived is kept; free some space and resume.",
+        ),
+        keeps_partial=True,
+        name=remote.name,
+        done=size_text(done),
+        size=size_text(remote.size),
+    )
+
+
+def _gave_up(
+    remote: RemoteFile, retry: _RetryError, stall_timeout: float, tries: int
+) -> DownloadError:
+    """The last of ``tries`` attempts failed as ``retry`` says."""
+    if retry.stalled:
+        return DownloadError(
+            QT_TRANSLATE_NOOP(
+                "Floodgate",
+                "The download of {name} stalled: no data for {seconds} seconds, {tries} "
+                "times. What arrived is kept; resume it later.",
+            ),
+            keeps_partial=True,
+            name=remote.name,
+            seconds=f"{stall_timeout:g}",
+            tries=tries,
+        )
+    return DownloadError(
+        QT_TRANSLATE_NOOP(
+            "Floodgate",
+            "The download of {name} failed {tries} times ({reason}). What arrived is kept; "
+            "resume it later.",
+        ),
+        keeps_partial=True,
+        name=remote.name,
+        tries=tries,
+        reason=str(retry),
+    )
 
 
 class FileTransfer:
@@ -352,7 +402,8 @@ class FileTransfer:
                 if self.done > before:
                     failures = 0  # it moved: the count of attempts starts again
                 if failures >= len(self.retry_delays):
-                    raise self._gave_up(retry) from retry
+                    tries = len(self.retry_delays) + 1
+                    raise _gave_up(self.remote, retry, self.stall_timeout, tries) from retry
                 if self.stop.wait(self.retry_delays[failures]):
                     raise StoppedError from retry
                 failures += 1
@@ -510,24 +561,7 @@ class FileTransfer:
                 # leave a "verified" model of zeros. The writeback left only its last few MiB.
                 os.fsync(f.fileno())
         except OSError as exc:
-            if not _is_disk_full(exc):
-                raise DownloadError(
-                    QT_TRANSLATE_NOOP("Floodgate", "{file} cannot be written: {reason}."),
-                    keeps_partial=True,
-                    file=self.part,
-                    reason=exc.strerror or exc,
-                ) from exc
-            raise DownloadError(
-                QT_TRANSLATE_NOOP(
-                    "Floodgate",
-                    "The disk is full: the download of {name} stopped at {done} of {size}. "
-                    "What arrived is kept; free some space and resume.",
-                ),
-                keeps_partial=True,
-                name=self.remote.name,
-                done=size_text(self.done),
-                size=size_text(size),
-            ) from exc
+            raise _write_failed(exc, self.remote, self.part, self.done) from exc
         if self.done < size:
             raise _RetryError(False, "the connection ended early")
 
@@ -584,29 +618,4 @@ class FileTransfer:
             got=got,
             name=self.remote.name,
             size=self.remote.size,
-        )
-
-    def _gave_up(self, retry: _RetryError) -> DownloadError:
-        if retry.stalled:
-            return DownloadError(
-                QT_TRANSLATE_NOOP(
-                    "Floodgate",
-                    "The download of {name} stalled: no data for {seconds} seconds, {tries} "
-                    "times. What arrived is kept; resume it later.",
-                ),
-                keeps_partial=True,
-                name=self.remote.name,
-                seconds=f"{self.stall_timeout:g}",
-                tries=len(self.retry_delays) + 1,
-            )
-        return DownloadError(
-            QT_TRANSLATE_NOOP(
-                "Floodgate",
-                "The download of {name} failed {tries} times ({reason}). What arrived is kept; "
-                "resume it later.",
-            ),
-            keeps_partial=True,
-            name=self.remote.name,
-            tries=len(self.retry_delays) + 1,
-            reason=str(retry),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,7 +311,8 @@ class GenerationReport:
         error: a sentence for the user when ``finish == "error"``.
         pieces: text pieces yielded (about one per token).
         reply_tokens: tokens sampled for the reply (the end-of-generation token not counted).
-        compute_ended_at: ``time.perf_counter()`` when the last llama_decode returned.
+        compute_ended_at: ``time.perf_counter()`` when the reply's computation ended (the
+            stop latency is measured to it); set once, by :meth:`end`.
         dropped_turns: older turns left out because the conversation outgrew the context.
         prompt_tokens: tokens in the prompt as the model reads it (0 until known).
         cached_tokens: of those, how many were already in the KV cache (reused, restored
@@ -361,6 +363,23 @@ class GenerationReport:
     draft_kept: int = 0
     looking: bool = False
     pictures_encoded: int = 0
+
+    def end(self, stopped: bool) -> None:
+        """The reply's computation ended: the one place that says when, and whether Stop ended it.
+
+        The first call stamps :attr:`compute_ended_at`; later ones leave it. The engine calls
+        this where its computation ends (after waiting for the device): the true end, which
+        the stop latency is measured to. The worker calls it on every reply's way out (its
+        ``producing()``), for the producers that do not (a remote, the scripted stand-in).
+
+        Args:
+            stopped: whether the reply's Stop is set; its finish is then "stopped", unless the
+                reply ended in an error.
+        """
+        if self.compute_ended_at is None:
+            self.compute_ended_at = time.perf_counter()
+        if stopped and self.finish != "error":
+            self.finish = "stopped"
 
 
 class Backend(Protocol):

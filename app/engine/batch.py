@@ -14,52 +14,44 @@ is what its single reply always had, now per reader:
   sequence's KV cache is cut back to what it held before) and done again without the
   stopped reply. The others lose one step, not their text.
 - **A newcomer's prompt does not stall the others.** While replies decode, a new prompt is
-  read in chunks sized to take a share of a decoding step's time (:data:`PREFILL_SHARE`),
-  in the same ``llama_decode`` as the others' next tokens; alone, in chunks of the engine's
-  usual time.
+  read in chunks sized to take a share of a decoding step's time
+  (:data:`~app.engine.batch_chunks.PREFILL_SHARE`), in the same ``llama_decode`` as the
+  others' next tokens; alone, in chunks of the engine's usual time.
 
-The engine that owns the context (:class:`~app.engine.llama.LlamaBackend`) renders prompts,
-reuses and keeps processed prompts per conversation and words its errors
-(:class:`SequenceHost`); this module only schedules and decodes.
+The engine that owns the context (:class:`~app.engine.llama.LlamaBackend`) renders prompts
+(:class:`SequenceHost`), its KV record reuses and keeps processed prompts per conversation
+(:class:`~app.engine.kv_record.KvRecord`), and its failures are worded by
+:mod:`app.engine.failures`; each reply samples and shows its own tokens
+(:class:`~app.engine.batch_reply.BatchedReply`); this module schedules and decodes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import llama_cpp
 
-from app.engine.backend import ChatMessage, GenerationReport, GenerationSettings
+from app.engine.backend import ChatMessage, GenerationReport
+from app.engine.batch_chunks import PromptChunks
+from app.engine.batch_reply import BatchedReply
 from app.engine.draft import Drafter
+from app.engine.failures import record_failure
 from app.engine.generation import (
     DECODE_ABORTED,
     DecodeFailedError,
     SamplerChain,
-    StopStrings,
     TokenPieces,
-    held_back,
-    new_text_decoder,
     put_token,
 )
+from app.engine.kv_record import KvRecord
 from app.engine.projector import MediaPrompt
-from app.engine.sequence import (
-    ChunkSizer,
-    KvSequence,
-    common_prefix,
-    next_picture,
-    whole_pictures,
-)
+from app.engine.sequence import KvSequence, common_prefix, whole_pictures
 from app.engine.stop import StopSignal
 from app.trace import TRACE
 
-PREFILL_SHARE = 0.75
-"""While others decode, a newcomer's prompt chunk takes about this share of a decoding
-step's time: their gap between tokens grows by that share at most while it is read."""
-
-MIXED_CHUNK = 2
-"""The smallest prompt chunk read beside decoding replies, and the first."""
+__all__ = ["AbortFlag", "BatchDecoder", "BatchedReply", "ContextFullError", "SequenceHost"]
 
 
 class AbortFlag(Protocol):
@@ -82,24 +74,10 @@ class AbortFlag(Protocol):
 class SequenceHost(Protocol):
     """What the batch asks of the engine that owns the context."""
 
-    def render_tokens(
-        self,
-        messages: Sequence[ChatMessage],
-        settings: GenerationSettings,
-        stop: StopSignal,
-        plain: str | None,
-    ) -> tuple[list[int], tuple[str, ...]]:
-        """The prompt's token ids and the strings that end its reply (raises on failure)."""
-        ...
-
-    def pictures_seen(self, messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
-        """The turns without their pictures if the model cannot see (raises if the newest has)."""
-        ...
-
-    def render_pictures(
-        self, messages: Sequence[ChatMessage], stop: StopSignal
-    ) -> tuple[MediaPrompt, tuple[str, ...]]:
-        """A prompt with pictures: tokens with placeholders, and its stop strings (raises)."""
+    def render_prompt(
+        self, messages: Sequence[ChatMessage], stop: StopSignal, plain: str | None
+    ) -> tuple[list[int], tuple[str, ...], MediaPrompt | None]:
+        """The prompt's token ids, the strings that end its reply, its pictures (raises)."""
         ...
 
     def feed_picture(
@@ -113,96 +91,9 @@ class SequenceHost(Protocol):
         """Put the picture at ``position`` into ``sequence``: llama_decode's code, positions."""
         ...
 
-    def prepare(
-        self, sequence: KvSequence, prompt: list[int], conversation: str, report: GenerationReport
-    ) -> int:
-        """Make ``sequence`` hold the longest prefix of ``prompt`` it can without computing."""
-        ...
-
-    def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
-        """After a reply: what the sequence keeps of it, handed to the prompt cache."""
-        ...
-
     def drafter(self, prompt: list[int], seq_id: int) -> Drafter | None:
         """A reply's proposed tokens, if the engine drafts (:mod:`app.engine.draft`)."""
         ...
-
-    def record_failure(self, exc: Exception, report: GenerationReport) -> bool:
-        """Word ``exc`` in ``report`` for the user; False if it is not the engine's own."""
-        ...
-
-
-class BatchedReply:
-    """One reply in the batch: what was asked, who reads it, and where it stands.
-
-    Args:
-        messages: the turns to answer.
-        settings: how to sample.
-        stop: the reply's stop signal.
-        report: filled in as the reply goes (read live by the window and the server panel).
-        offer: hands a piece to the reader without waiting; False when the reader has no
-            room for it (the batch holds it, and asks the reader's wake-up to come back).
-        ended: called once, on the batch's thread, when the reply is over however it ended.
-        conversation: the conversation's id (processed prompts are kept per id).
-        plain: a plain text to continue instead of ``messages`` (the API's completions).
-    """
-
-    def __init__(
-        self,
-        messages: Sequence[ChatMessage],
-        settings: GenerationSettings,
-        stop: StopSignal,
-        report: GenerationReport,
-        offer: Callable[[str], bool],
-        ended: Callable[[], None],
-        *,
-        conversation: str = "",
-        plain: str | None = None,
-    ) -> None:
-        self.messages = messages
-        self.settings = settings
-        self.stop = stop
-        self.report = report
-        self.offer = offer
-        self.ended = ended
-        self.conversation = conversation
-        self.plain = plain
-        self.sequence: KvSequence | None = None
-        self.prompt: list[int] = []
-        self.media: MediaPrompt | None = None
-        """Its prompt's pictures (None: text only), freed when it ends."""
-        self.sampler: Any = None
-        self.stops = StopStrings(())
-        self.decoder = new_text_decoder()
-        self.sizer: ChunkSizer | None = None
-        """Sizes its prompt's chunks while nothing else decodes."""
-        self.sizer_beside: ChunkSizer | None = None
-        """Sizes them while other replies stream: each its own sizer, as chunks beside
-        decoding replies are small and cost more per token (a call's fixed part)."""
-        self.pending: int | None = None
-        """The last token sampled, which the next step decodes (None: reading the prompt)."""
-        self.held = ""
-        """Text its reader had no room for: the reply waits out of the batch until taken."""
-        self.held_since = 0.0
-        self.ending = False
-        """It ended by itself (end of text, a stop string, its length); held text goes first."""
-        self.drafter: Drafter | None = None
-        """Its proposals (None: it does not draft)."""
-        self.draft: list[int] = []
-        """Proposed tokens to check after ``pending`` in its next step."""
-        self.checked: list[int] = []
-        """Proposed tokens decoded in its last step and not sampled yet: each kept while it
-        equals the token sampled from the row before it."""
-        self.generated = 0
-        self.generated_from = 0
-        self.limit = 0
-        self.room = 0
-        self._remove_listener: Callable[[], None] | None = None
-
-    @property
-    def reading_prompt(self) -> bool:
-        """Whether its prompt is still being processed."""
-        return self.pending is None and not self.ending
 
 
 class BatchDecoder:
@@ -216,7 +107,7 @@ class BatchDecoder:
         ctx: the llama.cpp context, opened with ``n_seq_max`` of ``len(sequences)``.
         vocab: the model's vocabulary.
         host: the engine that owns the context.
-        sequences: one per place in the batch (sequence ids 0 … n-1).
+        kv: the context's KV record: its sequences, one per place in the batch.
         abort: the context's native abort flag.
         pieces: each token's bytes (shared with the engine).
         prefill_chunk_seconds: a prompt chunk's time when nothing else decodes (0: n_batch).
@@ -228,7 +119,7 @@ class BatchDecoder:
         ctx: Any,
         vocab: Any,
         host: SequenceHost,
-        sequences: Sequence[KvSequence],
+        kv: KvRecord,
         abort: AbortFlag,
         pieces: TokenPieces,
         *,
@@ -238,12 +129,14 @@ class BatchDecoder:
         self._ctx = ctx
         self._vocab = vocab
         self._host = host
-        self.sequences = list(sequences)
+        self._kv = kv
+        self.sequences = list(kv.sequences)
         self._abort = abort
         self._pieces = pieces
-        self._chunk_seconds = prefill_chunk_seconds
         self._synchronize = synchronize
         self._n_batch = int(llama_cpp.llama_n_batch(ctx))
+        self._n_ctx = int(llama_cpp.llama_n_ctx_seq(ctx))
+        self._chunks = PromptChunks(self._n_batch, prefill_chunk_seconds)
         self._samplers = [SamplerChain(vocab) for _ in self.sequences]
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
         self._placed: list[BatchedReply] = []
@@ -293,14 +186,10 @@ class BatchDecoder:
         report = reply.report
         self._placed.append(reply)
         try:
-            reply.messages = self._host.pictures_seen(reply.messages)
-            if reply.plain is None and any(m.get("pictures") for m in reply.messages):
-                reply.media, stop_strings = self._host.render_pictures(reply.messages, reply.stop)
-                prompt = reply.media.tokens
-            else:
-                prompt, stop_strings = self._host.render_tokens(
-                    reply.messages, reply.settings, reply.stop, reply.plain
-                )
+            prompt, stop_strings, reply.media = self._host.render_prompt(
+                reply.messages, reply.stop, reply.plain
+            )
+            self._kv.take_back_context()
             report.prompt_tokens = len(prompt)
             if reply.stop.is_set():
                 self._end(reply)
@@ -308,27 +197,19 @@ class BatchDecoder:
             sequence = self._choose(free, prompt, reply.conversation)
             reply.sequence = sequence
             reply.sampler = self._samplers[sequence.seq_id].prepare(reply.settings)
-            kept = self._host.prepare(sequence, prompt, reply.conversation, report)
+            kept = self._kv.prepare(sequence, prompt, reply.conversation, report)
             if reply.media is not None:
                 kept = whole_pictures(sequence, prompt, kept)
         except Exception as exc:
-            if not self._host.record_failure(exc, report):
+            if not record_failure(exc, report, self._n_ctx):
                 self._placed.remove(reply)
                 raise
             reply.sequence = None
             self._end(reply)
             return True
-        reply.prompt = prompt
-        reply.stops = StopStrings(stop_strings + reply.settings.stop)
-        reply.drafter = self._host.drafter(prompt, sequence.seq_id)
-        report.cached_tokens = kept
-        report.prefill_done = kept
-        report.prefill_started_at = time.perf_counter()
-        n_ctx = int(llama_cpp.llama_n_ctx_seq(self._ctx))
-        reply.room = n_ctx - len(prompt)
-        max_tokens = reply.settings.max_tokens
-        reply.limit = min(max_tokens, reply.room) if max_tokens > 0 else reply.room
-        reply._remove_listener = reply.stop.add_listener(self._abort.raise_flag)
+        drafter = self._host.drafter(prompt, sequence.seq_id)
+        reply.begin(prompt, stop_strings, drafter, kept, self._n_ctx)
+        reply.listen_for_stop(self._abort.raise_flag)
         self._used[sequence.seq_id] = self._steps
         return True
 
@@ -355,8 +236,8 @@ class BatchDecoder:
         """
         self._end_stopped()
         for reply in list(self._placed):
-            if reply.held:
-                self._hand_held(reply)
+            if reply.held and reply.hand_held() and reply.ending:
+                self._end(reply)
         decoding = [r for r in self._placed if r.pending is not None and not r.held]
         reading = next((r for r in self._placed if r.reading_prompt), None)
         if not decoding and reading is None:
@@ -390,7 +271,7 @@ class BatchDecoder:
             reply.draft = reply.draft[: max(0, self._n_batch - n - (len(decoding) - i))]
             rows.append(n)
             for offset, token in enumerate((reply.pending or 0, *reply.draft)):
-                self._put(n, token, at + offset, sequence.seq_id, True)
+                put_token(self._batch, n, token, at + offset, sequence.seq_id, True)
                 n += 1
         self._batch.n_tokens = n
         started = time.perf_counter()
@@ -400,9 +281,8 @@ class BatchDecoder:
             self._drop_step(decoding, code)  # their drafts are checked when it is done again
             return
         # Smoothed, weighted to the newest: a newcomer's prompt chunks are sized from it.
-        self.decode_step = (
-            elapsed if not self.decode_step else 0.8 * self.decode_step + 0.2 * elapsed
-        )
+        step = self.decode_step
+        self.decode_step = elapsed if not step else 0.8 * step + 0.2 * elapsed
         drafting = next((r.drafter for r in decoding if r.drafter is not None), None)
         if drafting is not None:
             drafting.costs.record(n, elapsed)  # the engine's call times, which drafts size by
@@ -432,7 +312,7 @@ class BatchDecoder:
                 )
             except Exception as exc:  # a picture that cannot be read ends its reply alone
                 sequence.discard_uncounted()
-                if not self._host.record_failure(exc, reading.report):
+                if not record_failure(exc, reading.report, self._n_ctx):
                     raise
                 self._end(reading)
                 return
@@ -442,11 +322,11 @@ class BatchDecoder:
             sequence.tokens.extend(reading.prompt[done : done + n])
             reading.report.prefill_done = len(sequence.tokens)
             return
-        chunk = self._prompt_chunk(reading, mixed=mixed)
+        chunk = self._chunks.next(reading, mixed=mixed, decode_step=self.decode_step)
         at = len(sequence.tokens)
         last = len(reading.prompt) - 1
         for offset, token in enumerate(chunk):
-            self._put(offset, token, at + offset, sequence.seq_id, at + offset == last)
+            put_token(self._batch, offset, token, at + offset, sequence.seq_id, at + offset == last)
         self._batch.n_tokens = len(chunk)
         started = time.perf_counter()
         code = self._decode("prompt chunk", tokens=len(chunk), at=at)
@@ -454,7 +334,7 @@ class BatchDecoder:
         if code != 0:
             self._drop_step([reading], code)
             return
-        self._read(reading, chunk, elapsed, mixed=mixed)
+        self._chunks.read(reading, chunk, elapsed, mixed=mixed, decode_step=self.decode_step)
         reading.report.batch_size = size
         reading.report.batch_peak = max(reading.report.batch_peak, size)
         if reading.pending == -1 and not reading.stop.is_set():
@@ -472,161 +352,9 @@ class BatchDecoder:
             llama_cpp.llama_synchronize(self._ctx)
         return code
 
-    def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
-        put_token(self._batch, i, token, pos, seq_id, logits)
-
-    def _prompt_chunk(self, reply: BatchedReply, *, mixed: bool) -> list[int]:
-        """The next piece of ``reply``'s prompt, sized to a time."""
-        room = self._n_batch
-        sequence = reply.sequence
-        assert sequence is not None
-        done = len(sequence.tokens)
-        end = next_picture(reply.prompt, done) if reply.media is not None else len(reply.prompt)
-        left = end - done
-        sizer = self._sizer(reply, mixed=mixed)
-        # No sizer: the first chunk beside others, or chunks of n_batch when asked no time.
-        size = sizer.size if sizer is not None else MIXED_CHUNK if mixed else self._n_batch
-        size = max(MIXED_CHUNK, min(size, room))
-        n = min(size, left)
-        if left - n == 1:  # never leave a lone last token: computed alone it differs
-            n = n + 1 if n < room else n - 1
-        return reply.prompt[done : done + max(1, n)]
-
-    def _sizer(self, reply: BatchedReply, *, mixed: bool) -> ChunkSizer | None:
-        """The sizer for ``reply``'s next chunk; None before there is a time to size to."""
-        if not mixed:
-            if not self._chunk_seconds:
-                return None
-            if reply.sizer is None:
-                # The sequence's rate read alone (chunks read beside others do not change it).
-                rate = reply.sequence.rate if reply.sequence is not None else 0.0
-                reply.sizer = ChunkSizer(self._chunk_seconds, self._n_batch, rate)
-            return reply.sizer
-        # Beside decoding replies: a share of their step's time, as the step is now.
-        if not self.decode_step:
-            return None
-        # Its own sizer: small chunks here cost more per token (a call's fixed part) than
-        # those read alone. Whatever the floor over the fixed part (a GPU's), the ceiling is a
-        # whole step, so that the others' gap between tokens at most doubles.
-        sizer = reply.sizer_beside
-        if sizer is None:
-            sizer = reply.sizer_beside = ChunkSizer(
-                0.0,
-                self._n_batch,
-                smallest=MIXED_CHUNK,
-                first=MIXED_CHUNK,
-            )
-        sizer.seconds = PREFILL_SHARE * self.decode_step
-        sizer.ceiling = self.decode_step
-        return sizer
-
-    def _read(self, reply: BatchedReply, chunk: list[int], elapsed: float, *, mixed: bool) -> None:
-        """A prompt chunk went through: count it, size the next, begin the reply if done."""
-        sequence = reply.sequence
-        assert sequence is not None
-        sequence.tokens.extend(chunk)
-        sequence.seconds += elapsed
-        if elapsed > 0:
-            sizer = self._sizer(reply, mixed=mixed)
-            if sizer is not None:
-                sizer.record(len(chunk), elapsed)
-            if not mixed:  # the rate that sizes a later prompt's first chunk, read alone
-                measured = len(chunk) / elapsed
-                sequence.rate = measured if not sequence.rate else 0.5 * (sequence.rate + measured)
-        reply.report.prefill_done = len(sequence.tokens)
-        if len(sequence.tokens) == len(reply.prompt):
-            reply.report.prefill_ended_at = time.perf_counter()
-            reply.generated_from = len(sequence.tokens)
-            reply.pending = -1  # its first token is sampled from this chunk's last output
-
     def _advance(self, reply: BatchedReply, index: int) -> None:
-        """Sample ``reply``'s next token from this step's output ``index``; show its text.
-
-        While the token sampled is the next of the reply's checked proposals, that one was
-        decoded already: the token after it is sampled from the next row, through the same
-        checks. The first that differs is decoded at the next step, with a new draft.
-        """
-        sequence = reply.sequence
-        assert sequence is not None
-        drafter = reply.drafter
-        report = reply.report
-        while True:
-            token = int(llama_cpp.llama_sampler_sample(reply.sampler, self._ctx, index))
-            if drafter is not None:
-                drafter.saw(token)
-            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                self._finish(reply, "done")
-                return
-            reply.generated += 1
-            report.reply_tokens = reply.generated
-            piece = self._pieces.known.get(token)
-            if piece is None:
-                piece = self._pieces(token)
-            text: str = reply.decoder.decode(piece)
-            if reply.stops.stops and text:
-                text = reply.stops.feed(text)
-            if text:
-                report.pieces += 1
-                self._hand(reply, text)
-            if reply.stops.hit:
-                self._finish(reply, "done")
-                return
-            if reply.generated >= reply.limit and (
-                reply.generated >= min(reply.room, reply.limit + 3)
-                or not reply.decoder.getstate()[0]
-            ):
-                self._finish(reply, "length")
-                return
-            checked = reply.checked
-            if checked and token == checked[0] and not reply.stop.is_set():
-                del checked[0]
-                sequence.tokens.append(token)
-                report.draft_kept += 1
-                index += 1
-                continue
-            self._forget_checked(reply)
-            reply.pending = token
-            if drafter is not None and not reply.stop.is_set():
-                most = min(reply.limit, reply.room) - reply.generated
-                reply.draft = drafter.draft(most, self._beside)
-            return
-
-    def _forget_checked(self, reply: BatchedReply) -> None:
-        """Drop the KV of ``reply``'s checked proposals that were not kept."""
-        if reply.checked:
-            reply.checked = []
-            if reply.sequence is not None:
-                reply.sequence.discard_uncounted()
-
-    def _hand(self, reply: BatchedReply, text: str) -> None:
-        """Give ``text`` to the reader, or hold it (the reply waits out of the batch)."""
-        if reply.held:
-            reply.held += text
-            return
-        if not reply.offer(text):
-            reply.held = text
-            reply.held_since = time.perf_counter()
-            reply.report.paused = True
-
-    def _hand_held(self, reply: BatchedReply) -> None:
-        if reply.stop.is_set() or not reply.offer(reply.held):
-            return
-        reply.held = ""
-        reply.report.paused = False
-        reply.report.paused_seconds += time.perf_counter() - reply.held_since
-        if reply.ending:
-            self._end(reply)
-
-    def _finish(self, reply: BatchedReply, finish: str) -> None:
-        """The reply ended by itself: what was held back goes to the reader, then it ends."""
-        reply.report.finish = "length" if finish == "length" else "done"
-        reply.ending = True
-        reply.pending = None
-        tail = held_back(reply.decoder, reply.stops)
-        if tail:
-            reply.report.pieces += 1
-            self._hand(reply, tail)
-        if not reply.held:
+        """Sample ``reply``'s next token from this step's output ``index``; end it if it ended."""
+        if reply.advance(self._ctx, self._vocab, self._pieces, index, self._beside):
             self._end(reply)
 
     def _end_stopped(self) -> None:
@@ -654,10 +382,8 @@ class BatchDecoder:
             return  # a Stop: the stopped reply ends at the next step, the others go on
         failed = [r for r in stepped if r.reading_prompt] or stepped
         for reply in failed:
-            error: Exception = DecodeFailedError(code)
-            if code == 1:
-                error = ContextFullError(code)
-            if not self._host.record_failure(error, reply.report):
+            error = ContextFullError(code) if code == 1 else DecodeFailedError(code)
+            if not record_failure(error, reply.report, self._n_ctx):
                 raise error
             self._end(reply)
 
@@ -665,24 +391,15 @@ class BatchDecoder:
         """Take ``reply`` out of the batch, keep what its sequence holds, and tell its reader."""
         if reply in self._placed:
             self._placed.remove(reply)
-        if reply._remove_listener is not None:
-            reply._remove_listener()
-            reply._remove_listener = None
-        # Proposals not kept when it ended (a Stop, the end of text, a stop string, its length).
-        self._forget_checked(reply)
-        reply.draft = []
-        sequence = reply.sequence
-        reply.report.paused = False
-        if sequence is not None and not reply.reading_prompt:
+        sequence = reply.sequence if not reply.reading_prompt else None
+        reply.leave()
+        if sequence is not None:
             try:
-                self._host.settle(sequence, reply.conversation, reply.generated_from)
+                self._kv.settle(sequence, reply.conversation, reply.generated_from)
             except Exception as exc:  # keeping a state must never cost the reply
-                self._host.record_failure(exc, reply.report)
-        reply.pending = None
-        if reply.media is not None:
-            reply.media.close()
-            reply.media = None
-        reply.report.compute_ended_at = time.perf_counter()
+                record_failure(exc, reply.report, self._n_ctx)
+        # Its computation ends here (on a GPU, each step was waited for): Stop's latency too.
+        reply.report.end(reply.stop.is_set())
         reply.ended()
 
     def end_all(self) -> None:

@@ -241,6 +241,10 @@ def decode_reply(
     ``report.python_ms_per_token``: the wall time in this loop outside ``llama_decode`` and
     the sampler call, and outside the consumer's own time between pieces.
 
+    It stays one function of more than 70 lines on purpose: each token's path runs in this one
+    frame over names bound to locals, and splitting it would add Python calls per token, the
+    cost this loop exists to avoid (its end and its tracing are helpers outside that path).
+
     Raises:
         DecodeFailedError: ``llama_decode`` failed other than by Stop.
     """
@@ -317,15 +321,10 @@ def decode_reply(
                 code = checked.decode(token, draft, len(kv_tokens))
             else:
                 one[0] = token
-                if TRACE.recording:
-                    with TRACE.span("decode token", cat="engine"):
-                        code = decode(ctx, batch)
-                else:
-                    code = decode(ctx, batch)
+                code = decode(ctx, batch) if not TRACE.recording else _traced(ctx, batch)
             mark = perf()
             if code == DECODE_ABORTED and stopped():
-                if TRACE.recording:
-                    TRACE.instant("abort seen", cat="engine")
+                _trace_abort()
                 return
             if code != 0:
                 raise DecodeFailedError(code)
@@ -343,11 +342,38 @@ def decode_reply(
             report.pieces += 1
             yield tail
     finally:
-        checked.close()
-        if generated:
-            report.python_ms_per_token = python * 1000.0 / generated
-        if discard is not None and drafter is not None:
-            discard()  # the KV of proposed tokens decoded but not kept, if any
+        _close_reply(checked, report, python, generated, discard if drafter is not None else None)
+
+
+def _traced(ctx: Any, batch: Any) -> int:
+    """One token's ``llama_decode`` while the tracer records (:mod:`app.trace`)."""
+    with TRACE.span("decode token", cat="engine"):
+        return int(llama_cpp.llama_decode(ctx, batch))
+
+
+def _trace_abort() -> None:
+    """The decode loop saw Stop's abort: a mark in the trace, if one is recorded."""
+    if TRACE.recording:
+        TRACE.instant("abort seen", cat="engine")
+
+
+def _close_reply(
+    checked: _Checked,
+    report: GenerationReport,
+    python: float,
+    generated: int,
+    discard: Callable[[], None] | None,
+) -> None:
+    """After the decode loop, however it ended: its books, and the KV of unkept proposals.
+
+    ``discard`` is given when the reply drafted: proposed tokens decoded but not kept, if
+    any, leave the KV cache.
+    """
+    checked.close()
+    if generated:
+        report.python_ms_per_token = python * 1000.0 / generated
+    if discard is not None:
+        discard()
 
 
 def put_token(batch: Any, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:

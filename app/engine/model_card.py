@@ -20,7 +20,12 @@ from functools import partial
 from pathlib import Path
 
 from app.engine.errors import ModelLoadError
-from app.engine.model_file import FILE_TIMEOUT_S, check_model_file, within_timeout
+from app.engine.model_file import (
+    FILE_TIMEOUT_S,
+    check_model_file,
+    readable_name,
+    within_timeout,
+)
 from app.sentence import QT_TRANSLATE_NOOP
 
 log = logging.getLogger(__name__)
@@ -374,7 +379,7 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
         sees, hears = projector_senses(projector) if projector is not None else (False, False)
         return ModelCard(
             path=path,
-            name=_text(metadata, "general.name") or path.stem,
+            name=readable_name(path),
             architecture=architecture,
             parameters=header.parameters or None,
             quantization=_quantization(_number(metadata, "general.file_type")),

@@ -10,6 +10,7 @@ cannot be ended, but a daemon thread does not hold the process when it exits).
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -25,6 +26,29 @@ FILE_TIMEOUT_S = 5.0
 """Seconds a model file may take to answer ``stat``, ``open`` and a first read."""
 
 T = TypeVar("T")
+
+# What file names add to a model's name: the quantization ("Q4_K_M", "IQ4_XS", "f16", "bf16",
+# "q4_0"), a shard's place ("00001-of-00003") and a "GGUF" tag, each after a dot, a dash or an
+# underscore at the end of the stem.
+_FILE_TAG = re.compile(
+    r"[._-](?:i?q\d(?:_[a-z0-9]+)*|f(?:p)?(?:16|32)|bf16|\d{5}-of-\d{5}|gguf)$", re.IGNORECASE
+)
+
+
+def readable_name(path: Path) -> str:
+    """The name the user sees for the model in ``path``, wherever it is shown.
+
+    The file's name without what files add to it (the quantization, a shard's place): the
+    name people know the model by ("SmolLM2-135M-Instruct" for
+    ``SmolLM2-135M-Instruct.Q4_1.gguf``). Not the GGUF's ``general.name``, which is often a
+    training run's tag ("Smollm2 135M 8k Lc100K Mix1 Ep2"); the quantization is shown beside
+    the name where two files of one model could meet (the picker, the library).
+    """
+    name = path.stem
+    while (shorter := _FILE_TAG.sub("", name)) != name and shorter:
+        name = shorter
+    return name
+
 
 _OPEN_FLAGS = (
     os.O_RDONLY

@@ -303,11 +303,6 @@ class KvSequence:
             ``llama_decode``'s code: 0 when the prompt was processed; otherwise what ended it
             (2: aborted by Stop). Whatever finished before that stays held, exactly.
         """
-        decode = llama_cpp.llama_decode
-        synchronize = llama_cpp.llama_synchronize
-        get_one = llama_cpp.llama_batch_get_one
-        token_array = llama_cpp.llama_token
-        perf = time.perf_counter
         n_batch = self._n_batch
         total = len(prompt)
         done = len(self.tokens)
@@ -316,58 +311,80 @@ class KvSequence:
         while done < total:
             if starts and starts[0] == done and pictures is not None:
                 starts.pop(0)
-                code, n = pictures(done)
-                if code != 0:
-                    llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, done, -1)
-                    report.prefill_done = len(self.tokens)
-                    return code
-                self.tokens.extend(prompt[done : done + n])
-                done += n
-                report.prefill_done = done
-                continue
-            end = starts[0] if starts else total
-            n = _chunk_length(sizer.size if sizer is not None else n_batch, end - done, n_batch)
-            part = prompt[done : done + n]
-            # The batch points into this array: it must live until llama_decode returns.
-            ids = (token_array * n)(*part)
-            started = perf()
-            if TRACE.recording:
-                with TRACE.span("prefill chunk", cat="engine", tokens=n, at=done):
-                    code = decode(self._ctx, get_one(ids, n))
-                    if self._synchronize:
-                        synchronize(self._ctx)
+                code = self._put_picture(prompt, report, pictures)
             else:
-                code = decode(self._ctx, get_one(ids, n))
-                if self._synchronize:
-                    synchronize(self._ctx)
-            elapsed = perf() - started
+                end = starts[0] if starts else total
+                n = _chunk_length(sizer.size if sizer is not None else n_batch, end - done, n_batch)
+                code = self._put_chunk(prompt[done : done + n], report, sizer)
             if code != 0:
-                if TRACE.recording:
-                    TRACE.instant(
-                        "abort seen" if code == DECODE_ABORTED else "decode failed", cat="engine"
-                    )
-                self._resync(prompt, done, n, elapsed)
-                report.prefill_done = len(self.tokens)
-                return int(code)
-            self.tokens.extend(part)
-            self.seconds += elapsed
-            done += n
-            report.prefill_done = done
-            if elapsed > 0:
-                # A running estimate, weighted to the newest chunk: the rate falls as the
-                # prompt grows (attention over more positions).
-                measured = n / elapsed
-                self.rate = measured if not self.rate else 0.5 * (self.rate + measured)
-            if sizer is not None:
-                sizer.record(n, elapsed)
+                return code
+            done = len(self.tokens)
         return 0
 
-    def _resync(self, prompt: Sequence[int], done: int, n: int, elapsed: float) -> None:
-        """After a failed or aborted call: keep exactly what llama.cpp kept."""
+    def _put_picture(
+        self,
+        prompt: Sequence[int],
+        report: GenerationReport,
+        pictures: Callable[[int], tuple[int, int]],
+    ) -> int:
+        """Put the picture that starts after the held tokens in, whole; llama_decode's code."""
+        done = len(self.tokens)
+        code, n = pictures(done)
+        if code != 0:
+            llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, done, -1)
+            report.prefill_done = len(self.tokens)
+            return code
+        self.tokens.extend(prompt[done : done + n])
+        report.prefill_done = done + n
+        return 0
+
+    def _put_chunk(
+        self, part: Sequence[int], report: GenerationReport, sizer: ChunkSizer | None
+    ) -> int:
+        """Process the prompt tokens ``part`` after the held ones in one call; its code."""
+        done = len(self.tokens)
+        n = len(part)
+        # The batch points into this array: it must live until llama_decode returns.
+        ids = (llama_cpp.llama_token * n)(*part)
+        decode, get_one = llama_cpp.llama_decode, llama_cpp.llama_batch_get_one
+        started = time.perf_counter()
+        if TRACE.recording:
+            with TRACE.span("prefill chunk", cat="engine", tokens=n, at=done):
+                code = decode(self._ctx, get_one(ids, n))
+                if self._synchronize:
+                    llama_cpp.llama_synchronize(self._ctx)
+        else:
+            code = decode(self._ctx, get_one(ids, n))
+            if self._synchronize:
+                llama_cpp.llama_synchronize(self._ctx)
+        elapsed = time.perf_counter() - started
+        if code != 0:
+            if TRACE.recording:
+                TRACE.instant(
+                    "abort seen" if code == DECODE_ABORTED else "decode failed", cat="engine"
+                )
+            self._resync(part, done, elapsed)
+            report.prefill_done = len(self.tokens)
+            return int(code)
+        self.tokens.extend(part)
+        self.seconds += elapsed
+        report.prefill_done = done + n
+        if elapsed > 0:
+            # A running estimate, weighted to the newest chunk: the rate falls as the
+            # prompt grows (attention over more positions).
+            measured = n / elapsed
+            self.rate = measured if not self.rate else 0.5 * (self.rate + measured)
+        if sizer is not None:
+            sizer.record(n, elapsed)
+        return 0
+
+    def _resync(self, part: Sequence[int], done: int, elapsed: float) -> None:
+        """After a failed or aborted call of ``part`` at ``done``: keep what llama.cpp kept."""
         end = self.position_end()
+        n = len(part)
         if done <= end <= done + n:
             kept = end - done
-            self.tokens.extend(prompt[done:end])
+            self.tokens.extend(part[:kept])
             self.seconds += elapsed * kept / n
         else:  # llama.cpp holds something else than expected: start clean
             self.clear()

@@ -56,6 +56,46 @@ NO_MODEL_TO_CUT: Final = QT_TRANSLATE_NOOP(
 )
 
 
+@dataclass(frozen=True)
+class ReadingStarted:
+    """A file's reading began (show a "reading…" chip).
+
+    Attributes:
+        name: the file's name in the reader's signals.
+        path: where it is read from (empty: a pasted picture).
+    """
+
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class AttachmentReady:
+    """A file read and counted.
+
+    Attributes:
+        attachment: what the prompt will carry.
+        seconds: how long the model will take to read it at the measured rate (None: no
+            rate measured yet, or no tokens counted).
+    """
+
+    attachment: Attachment
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class ReadingFailed:
+    """A file that cannot be attached.
+
+    Attributes:
+        name: the file's name in the reader's signals.
+        sentence: why, translated.
+    """
+
+    name: str
+    sentence: str
+
+
 @dataclass
 class _Reading:
     """One file being read (or cut): what Cancel sets, and the task doing it."""
@@ -79,18 +119,17 @@ class AttachmentReader(QObject):
         threads: how many files are read at once.
 
     Signals:
-        started(str name, str path): a file's reading began (show a "reading…" chip).
+        started(ReadingStarted): a file's reading began.
         progress(str name, int done, int total): pages of a PDF, or bytes of another file.
-        ready(Attachment attachment, object seconds): read and counted; ``seconds`` (float or
-            None) is how long the model will take to read it at the measured rate.
-        failed(str name, str sentence): it cannot be attached; the sentence is translated.
+        ready(AttachmentReady): read and counted.
+        failed(ReadingFailed): it cannot be attached.
         cancelled(str name): the read stopped because :meth:`cancel` was called.
     """
 
-    started = Signal(str, str)
+    started = Signal(ReadingStarted)
     progress = Signal(str, int, int)
-    ready = Signal(object, object)
-    failed = Signal(str, str)
+    ready = Signal(AttachmentReady)
+    failed = Signal(ReadingFailed)
     cancelled = Signal(str)
 
     def __init__(
@@ -135,14 +174,14 @@ class AttachmentReader(QObject):
             name = self._free_name(path.name or str(path), {*taken, *self._readings, *names})
             names.append(name)
             self._start(name, functools.partial(self._read_one, path, name))
-            self.started.emit(name, str(path))
+            self.started.emit(ReadingStarted(name, str(path)))
         return names
 
     def read_picture_bytes(self, data: bytes, name: str, taken: Collection[str] = ()) -> str:
         """Keep a pasted picture's bytes (checked off the UI thread); returns its chip's name."""
         name = self._free_name(name, {*taken, *self._readings})
         self._start(name, functools.partial(self._keep_pasted, data, name))
-        self.started.emit(name, "")
+        self.started.emit(ReadingStarted(name, ""))
         return name
 
     def cut(self, attachment: Attachment, tokens: int) -> None:
@@ -331,13 +370,13 @@ class AttachmentReader(QObject):
         if reading.cancelled.is_set():
             self._emit_cancelled(reading, attachment.name)
         elif not self._closed:
-            self.ready.emit(attachment, self.seconds_to_read(attachment.tokens))
+            self.ready.emit(AttachmentReady(attachment, self.seconds_to_read(attachment.tokens)))
 
     def _emit_failed(self, reading: _Reading, name: str, sentence: str) -> None:
         if reading.cancelled.is_set():
             self._emit_cancelled(reading, name)
         elif not self._closed:
-            self.failed.emit(name, sentence)
+            self.failed.emit(ReadingFailed(name, sentence))
 
     def _emit_cancelled(self, reading: _Reading, name: str) -> None:
         # A newer reading under the same name has its own signals coming.

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.downloads.download_queue import DownloadQueue, DownloadStatus, State, waiting_downloads
+from app.downloads.download_queue import DownloadQueue, DownloadStatus, State
+from app.downloads.download_record import waiting_downloads
 from app.downloads.errors import DownloadError
 from app.downloads.estimate import Assessment, Fit, assess, machine_memory
 from app.downloads.files import ModelChoice, size_text
@@ -218,9 +219,9 @@ class HubDownloads(QObject):
         finished(Path): a model finished downloading and was verified: ready to open.
     """
 
-    changed = Signal(object)
-    finished = Signal(object)
-    _reported = Signal(object)
+    changed = Signal(DownloadRow)
+    finished = Signal(Path)
+    _reported = Signal(DownloadStatus)
 
     def __init__(self, folder: Path, n_ctx: int, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -376,7 +377,7 @@ class HubDownloads(QObject):
         """Stop the running download (kept for a resume) and let its thread end."""
         self.queue.close(timeout=1.0)
 
-    @Slot(object)
+    @Slot(DownloadStatus)
     def _on_reported(self, status: DownloadStatus) -> None:
         row = download_row(status)
         self.rows[row.id] = row

@@ -35,9 +35,9 @@ class ConversationLibrary(QObject):
     notice = Signal(str)
     saving_failed = Signal(str)
     saving_recovered = Signal(str)
-    _archive_failed = Signal(object)
-    _archive_recovered = Signal(object)
-    _archive_notice = Signal(object)
+    _archive_failed = Signal(Sentence)
+    _archive_recovered = Signal(Sentence)
+    _archive_notice = Signal(Sentence)
 
     def __init__(self, archive: Archive | None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -79,16 +79,16 @@ class ConversationLibrary(QObject):
         """Whether the history cannot be written now (what is on screen is only in memory)."""
         return self.archive is not None and self.archive.failing
 
-    @Slot(object)
+    @Slot(Sentence)
     def _on_archive_failed(self, sentence: Sentence) -> None:
         self.saving_failed.emit(say_sentence(sentence))
 
-    @Slot(object)
+    @Slot(Sentence)
     def _on_archive_recovered(self, sentence: Sentence) -> None:
         self._write_again()
         self.saving_recovered.emit(say_sentence(sentence))
 
-    @Slot(object)
+    @Slot(Sentence)
     def _on_archive_notice(self, sentence: Sentence) -> None:
         # The file was deleted, replaced or damaged and made again: what is on screen goes in.
         self._write_again()

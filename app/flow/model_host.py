@@ -11,11 +11,13 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine import Backend, BackendOpener, EngineOptions, ModelInfo
+from app.engine.model_file import readable_name
 from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
+from app.flow.decode_threads import ThreadReport
 from app.flow.remote_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.flow.worker import GpuMemory, InferenceWorker, ReplyJob, ReplyProducer, ThreadReport
+from app.flow.worker import GpuMemory, InferenceWorker, ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import ThreadChoices
 
@@ -37,7 +39,7 @@ class ModelHost(QObject):
     worker otherwise. Lives on the UI thread.
 
     Signals:
-        state_changed(str, str): a :class:`ModelState` value and a sentence for the user.
+        state_changed(ModelState, str): the model's state and a sentence for the user.
         model_changed(ModelInfo): a model finished loading (or a server was connected).
         notice(str): something the user should know that is not an error.
         device_memory(GpuMemory): the GPU's memory in use (after each load and reply).
@@ -45,11 +47,11 @@ class ModelHost(QObject):
             each measurement of its decode threads).
     """
 
-    state_changed = Signal(str, str)
-    model_changed = Signal(object)
+    state_changed = Signal(ModelState, str)
+    model_changed = Signal(ModelInfo)
     notice = Signal(str)
-    threads_changed = Signal(object)
-    device_memory = Signal(object)
+    threads_changed = Signal(ThreadReport)
+    device_memory = Signal(GpuMemory)
 
     def __init__(
         self,
@@ -112,7 +114,9 @@ class ModelHost(QObject):
         self._drop_remote()
         self.set_state(
             ModelState.LOADING,
-            Sentence(QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": path.name}),
+            Sentence(
+                QT_TRANSLATE_NOOP("Floodgate", "Loading {name}…"), {"name": readable_name(path)}
+            ),
         )
         chosen = self.projector_for(path)
         options = self.options
@@ -205,7 +209,7 @@ class ModelHost(QObject):
         """Change the state and say so."""
         self.state = state
         self._sentence = sentence
-        self.state_changed.emit(state.value, say_sentence(sentence))
+        self.state_changed.emit(state, say_sentence(sentence))
 
     def reply_began(self) -> None:
         """A reply was sent: say it is being answered, unless the model is still loading."""
@@ -243,7 +247,7 @@ class ModelHost(QObject):
         if draft is not None:
             return Sentence(
                 QT_TRANSLATE_NOOP("Floodgate", "{name} is ready; {draft} writes ahead for it."),
-                {"name": self.model.name, "draft": draft.stem},
+                {"name": self.model.name, "draft": readable_name(draft)},
             )
         return Sentence(
             QT_TRANSLATE_NOOP("Floodgate", "{name} is ready."), {"name": self.model.name}
@@ -251,7 +255,7 @@ class ModelHost(QObject):
 
     # -- worker reports (queued from the worker thread) -----------------------------------------
 
-    @Slot(object)
+    @Slot(ModelInfo)
     def _on_model_loaded(self, info: ModelInfo) -> None:
         self.model = info
         self.model_changed.emit(info)
@@ -300,18 +304,18 @@ class ModelHost(QObject):
             )
         self.set_state(ModelState.READY, sentence)
 
-    @Slot(object)
+    @Slot(ThreadReport)
     def _on_threads_chosen(self, report: ThreadReport) -> None:
         self.threads = report
         self.threads_changed.emit(report)
         if self.state is ModelState.READY and not self.replying:
             self.set_state(ModelState.READY, self._ready_text())
 
-    @Slot(object)
+    @Slot(GpuMemory)
     def _on_device_memory(self, memory: GpuMemory) -> None:
         self.device_memory.emit(memory)
 
-    @Slot(object)
+    @Slot(Sentence)
     def _on_model_failed(self, sentence: Sentence) -> None:
         self.model = None
         self.set_state(ModelState.ERROR, sentence)

@@ -38,6 +38,19 @@ PROGRESS_AFTER = 0.3
 or a short one, says nothing."""
 
 
+@dataclass(frozen=True)
+class ReplyEnd:
+    """How a reply ended.
+
+    Attributes:
+        status: its final status (``complete``, ``stopped``, ``length`` or ``error``).
+        note: a note for the user (empty: nothing to say).
+    """
+
+    status: Status
+    note: str
+
+
 @dataclass
 class _ActiveReply:
     job: ReplyJob
@@ -53,7 +66,7 @@ class ReplyRunner(QObject):
         reply_started(): a reply began (its prompt is the conversation's second-last turn).
         reply_text(str): text to append to the reply; at most once per frame.
         prompt_progress(str): how far the model is in reading the prompt (empty: done).
-        reply_ended(str, str): the reply's final :data:`Status` and a note for the user.
+        reply_ended(ReplyEnd): the reply's final status and a note for the user.
         figures_changed(): :attr:`metrics` moved on (a few times a second while streaming).
         notice(str): something the user should know about the reply that just ended.
     """
@@ -61,7 +74,7 @@ class ReplyRunner(QObject):
     reply_started = Signal()
     reply_text = Signal(str)
     prompt_progress = Signal(str)
-    reply_ended = Signal(str, str)
+    reply_ended = Signal(ReplyEnd)
     figures_changed = Signal()
     notice = Signal(str)
 
@@ -205,7 +218,7 @@ class ReplyRunner(QObject):
         reply.message.status, reply.message.note = status, note
         self._library.save_conversation(reply.prompt, reply.message)
         self.figures_changed.emit()
-        self.reply_ended.emit(status, note)
+        self.reply_ended.emit(ReplyEnd(status, note))
         if report.dropped_turns:
             self.notice.emit(
                 say(

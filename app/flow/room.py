@@ -13,7 +13,7 @@ from app.engine import GenerationSettings
 from app.engine.context import TEMPLATE_OVERHEAD
 from app.flow.metrics import FlowMetrics
 from app.flow.model_host import ModelHost
-from app.flow.reply import prompt_for_model
+from app.flow.reply import ReplyEnd, prompt_for_model
 from app.flow.worker import InferenceWorker
 from app.store.conversation import Conversation
 
@@ -95,7 +95,7 @@ class PromptRoom:
             total += counted + TEMPLATE_OVERHEAD
         return total
 
-    def keep_prefill_rate(self, _status: str, _note: str) -> None:
+    def keep_prefill_rate(self, _end: ReplyEnd) -> None:
         """At a reply's end, keep its prompt-processing rate if it processed enough to say."""
         metrics = self.metrics
         processed = metrics.prefill_done - metrics.cached_tokens

@@ -2,35 +2,34 @@
 
 It ties three parts with one job each: the :class:`~app.flow.model_host.ModelHost` (which
 model answers), the :class:`~app.flow.reply.ReplyRunner` (one reply from producer to screen)
-and the :class:`~app.flow.library.ConversationLibrary` (the conversations). Widgets call its
-methods and render what its signals say; they never touch the worker or the queue.
+and the :class:`~app.flow.library.ConversationLibrary` (the conversations); the
+:class:`~app.flow.turns.Turns` put the user's turns in the conversation tree, and the
+:class:`~app.flow.model_figures.ModelFigures` keep the model's figures for the diagnostics.
+Widgets call its methods and render what its signals say; they never touch the worker or the
+queue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject
 
 from app import defaults
-from app.documents import Attachment
 from app.engine import BackendOpener, EngineOptions, GenerationSettings, ModelInfo
 from app.engine.remote import RemoteEndpoint
 from app.flow.archive import Archive
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
+from app.flow.model_figures import ModelFigures
 from app.flow.model_host import ModelHost, ModelState
 from app.flow.options import as_settings, engine_options, generation_settings, with_conversation
 from app.flow.reply import ReplyRunner
 from app.flow.room import MIN_RATE_TOKENS, PromptRoom
-from app.flow.words import say, say_sentence
-from app.flow.worker import GpuMemory, ThreadReport
-from app.sentence import QT_TRANSLATE_NOOP
+from app.flow.turns import Turns
 from app.store.conversation import Conversation, Message
 from app.store.database import ConversationSummary
 from app.store.settings import Settings, with_overrides
-from app.store.text import storable_text
 from app.store.thread_choices import ThreadChoices
 
 __all__ = ["DEFAULT_QUEUE_BOUND", "MIN_RATE_TOKENS", "ChatSession", "ModelState"]
@@ -45,9 +44,9 @@ class ChatSession(QObject):
     connects to one object:
 
     Signals:
-        state_changed(str, str), model_changed(ModelInfo): from the model host.
+        state_changed(ModelState, str), model_changed(ModelInfo): from the model host.
         notice(str): something the user should know that is not an error (any part).
-        reply_started(), reply_text(str), prompt_progress(str), reply_ended(str, str),
+        reply_started(), reply_text(str), prompt_progress(str), reply_ended(ReplyEnd),
             figures_changed(): from the reply runner.
         conversation_loaded(), conversations_changed(): from the conversation library.
         saving_failed(str), saving_recovered(str): the history could not be written (what is
@@ -74,9 +73,7 @@ class ChatSession(QObject):
         self.queue_bound = queue_bound
         self.metrics = FlowMetrics(queue_bound=queue_bound)
         self.host = ModelHost(opener, options, self, thread_choices)
-        self.host.threads_changed.connect(self._on_threads_changed)
-        self.host.device_memory.connect(self._on_device_memory)
-        self.host.model_changed.connect(self._on_model_placed)
+        self._model_figures = ModelFigures(self.host, self.metrics, self)
         self.library = ConversationLibrary(archive, self)
         self.runner = ReplyRunner(
             self.library, self.metrics, frame_interval, self.host.cache_stats, self
@@ -96,13 +93,19 @@ class ChatSession(QObject):
         self.notice = host.notice
         library.notice.connect(host.notice)
         runner.notice.connect(host.notice)
-        runner.reply_ended.connect(lambda _status, _note: host.reply_ended())
+        runner.reply_ended.connect(lambda _end: host.reply_ended())
         self.room = PromptRoom(host, self.metrics, self.reply_settings, lambda: self.conversation)
         """The room in the context for attachments, and this machine's reading rate."""
         runner.reply_ended.connect(self.room.keep_prefill_rate)
         self.count_tokens = self.room.count_tokens
         self.room_budget = self.room.budget
         self.room_for_attachments = self.room.for_attachments
+        self.turns = Turns(library, lambda: self.generating, self._answer, self.notice.emit)
+        """The user's turns: a new prompt, an edited one, the last asked again, a variant."""
+        self.send = self.turns.send
+        self.regenerate = self.turns.regenerate
+        self.edit_and_resend = self.turns.edit_and_resend
+        self.show_variant = self.turns.show_variant
 
     # -- what the parts hold --------------------------------------------------------------------
 
@@ -211,96 +214,12 @@ class ChatSession(QObject):
 
     # -- replies --------------------------------------------------------------------------------
 
-    def send(self, text: str, attachments: Sequence[Attachment] = ()) -> bool:
-        """Send a prompt with the conversation so far.
-
-        Args:
-            text: the question (blank is fine when files are attached).
-            attachments: files for the model to read before the question; the conversation
-                keeps their text.
-
-        Returns:
-            False, and nothing is sent, if the prompt is blank (and nothing is attached) or a
-            reply is still streaming.
-        """
-        if (not text.strip() and not attachments) or self.generating:
-            return False
-        kept = [a.to_dict() for a in attachments]
-        self._answer(
-            self.conversation.add("user", _storable(text, self.notice.emit), attachments=kept)
-        )
-        return True
-
-    def regenerate(self) -> bool:
-        """Ask again for the last reply; the earlier one stays as a variant to flip back to."""
-        messages = self.conversation.messages
-        if self.generating or len(messages) < 2 or messages[-1].role != "assistant":
-            return False
-        prompt = messages[-2]
-        self._show_path_to(prompt.parent_id)
-        self.conversation.leaf_id = prompt.id
-        self._answer(prompt)
-        return True
-
-    def edit_and_resend(
-        self, message: Message, text: str, attachments: Sequence[Attachment] | None = None
-    ) -> bool:
-        """Send an edited prompt in place of ``message``; the old branch stays reachable.
-
-        The edited prompt keeps ``message``'s attachments unless ``attachments`` replaces them.
-        """
-        kept = (
-            [dict(a) for a in message.attachments]
-            if attachments is None
-            else [a.to_dict() for a in attachments]
-        )
-        if self.generating or message.role != "user" or (not text.strip() and not kept):
-            return False
-        self._show_path_to(message.parent_id)
-        prompt = self.conversation.add(
-            "user",
-            _storable(text, self.notice.emit),
-            parent_id=message.parent_id,
-            after_leaf=False,
-            attachments=kept,
-        )
-        self._answer(prompt)
-        return True
-
-    def show_variant(self, message: Message) -> bool:
-        """Show another variant of a turn (and the turns that followed it)."""
-        if self.generating:
-            return False
-        self.conversation.show_variant(message)
-        self.library.save_conversation()
-        self.conversation_loaded.emit()
-        return True
-
-    def _show_path_to(self, leaf_id: str | None) -> None:
-        # The view shows the turns before the new prompt; reply_started then adds the rest.
-        self.conversation.leaf_id = leaf_id
-        self.conversation_loaded.emit()
-
     def _answer(self, prompt: Message) -> None:
+        """Start the reply to ``prompt``, the conversation's newest turn."""
         self.host.reply_began()
         self.runner.start(
             self.host.producer, prompt, self.reply_settings(), self.queue_bound, self.model
         )
-
-    @Slot(object)
-    def _on_threads_changed(self, report: ThreadReport) -> None:
-        self.metrics.threads = say_sentence(report.sentence())
-
-    @Slot(object)
-    def _on_device_memory(self, memory: GpuMemory) -> None:
-        self.metrics.gpu_memory = (memory.used, memory.total)
-
-    @Slot(object)
-    def _on_model_placed(self, info: ModelInfo) -> None:
-        placement = info.placement
-        self.metrics.placement = say_sentence(placement.summary()) if placement else ""
-        if placement is None or not placement.on_gpu:
-            self.metrics.gpu_memory = None
 
     def measure_threads(self) -> None:
         """Measure the local model's decode threads again (Settings > Measure again)."""
@@ -382,18 +301,3 @@ class ChatSession(QObject):
         await self.runner.stop_and_wait()
         await self.library.keep_imported(conversation)
         return True
-
-
-def _storable(text: str, notice: Callable[[str], object]) -> str:
-    """What the user gave, made storable (the same rule as every other way text enters)."""
-    kept, replaced = storable_text(text)
-    if replaced:
-        notice(
-            say(
-                QT_TRANSLATE_NOOP(
-                    "Floodgate",
-                    "Some characters in your message could not be kept and were replaced with �.",
-                )
-            )
-        )
-    return kept

@@ -477,20 +477,31 @@ def install(
     if record.get("digest") == build.digest and record.get("asked_gpu") == asked:
         return build
     if record.get("digest") != build.digest:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--force-reinstall",
-                str(wheel),
-            ],
-            check=True,
-        )
-        print(f"Installed {wheel.name} ({build.profile}, GPU {build.gpu}, {build.folder_name}).")
+        _pip_install(wheel, build)
+    write_record(venv, build, asked, wheel)
+    return build
+
+
+def _pip_install(wheel: Path, build: Build) -> None:
+    """Install ``wheel`` (of ``build``) into this interpreter's venv, over the one there."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--force-reinstall",
+            str(wheel),
+        ],
+        check=True,
+    )
+    print(f"Installed {wheel.name} ({build.profile}, GPU {build.gpu}, {build.folder_name}).")
+
+
+def write_record(venv: Path, build: Build, asked: str, wheel: Path) -> None:
+    """Record in ``venv`` what is installed there (:func:`read_record` reads it)."""
     (venv / RECORD_NAME).write_text(
         json.dumps(
             {
@@ -504,7 +515,6 @@ def install(
         ),
         encoding="utf-8",
     )
-    return build
 
 
 def main(argv: Sequence[str] | None = None) -> int:

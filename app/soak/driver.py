@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Slot
 
+from app.flow.reply import ReplyEnd
 from app.soak.report import (
     ReplyRecord,
     Sample,
@@ -113,10 +114,10 @@ class ReplyWatcher(QObject):
         if self.current is not None:
             self.current.shown += text
 
-    @Slot(str, str)
-    def _ended(self, status: str, note: str) -> None:
+    @Slot(ReplyEnd)
+    def _ended(self, end: ReplyEnd) -> None:
         if self.current is not None:
-            self.current.status, self.current.note, self.current.ended = status, note, True
+            self.current.status, self.current.note, self.current.ended = end.status, end.note, True
             self.current = None
 
 

@@ -1,7 +1,7 @@
 """Reading attached files: every supported kind, every bad kind, and how they reach the model.
 
-Every file is made here, in the test's folder: PDFs are written with pypdf (a text content
-stream built by hand, since pypdf draws no text), the encodings are encoded by Python.
+Every file is made here, in the test's folder: PDFs are written with pypdf (by write_pdf in
+tests/support/documents.py), the encodings are encoded by Python.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from app.documents import (
     Attachment,
@@ -30,44 +28,10 @@ from app.documents import (
     reading,
     size_text,
 )
+from tests.support.documents import PNG_HEADER, write_pdf
 
-PNG_HEADER = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06"
 FRENCH = "Le café était très chaud. Noël à la fenêtre, où l'été déçoit. Ça coûte cher !\n"
 CHINESE = "中文编码测试：这是一个用于检测字符集的段落，包含常见的汉字和标点符号。\n"
-
-
-def write_pdf(
-    path: Path,
-    pages: Sequence[Sequence[str]],
-    *,
-    password: str | None = None,
-    owner: str | None = None,
-) -> Path:
-    """A PDF whose pages show these lines in Helvetica (a page without lines has no text)."""
-    writer = PdfWriter()
-    for lines in pages:
-        page = writer.add_blank_page(612, 792)
-        if not lines:
-            continue
-        font = DictionaryObject(
-            {
-                NameObject("/Type"): NameObject("/Font"),
-                NameObject("/Subtype"): NameObject("/Type1"),
-                NameObject("/BaseFont"): NameObject("/Helvetica"),
-            }
-        )
-        page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
-        )
-        shown = " ".join(f"({line}) '" for line in lines)  # ' : next line, then show
-        content = DecodedStreamObject()
-        content.set_data(f"BT /F1 12 Tf 72 720 Td 14 TL {shown} ET".encode("latin-1"))
-        page[NameObject("/Contents")] = writer._add_object(content)
-    if password is not None:
-        writer.encrypt(password, owner, algorithm="AES-128")
-    with path.open("wb") as file:
-        writer.write(file)
-    return path
 
 
 def refusal(path: Path, **kwargs: object) -> str:

@@ -56,8 +56,8 @@ from app.downloads.transfer import (
 from app.engine.model_card import read_model_card
 from app.standins.fake_hub import FakeFile, FakeHub, FakeRepo
 from app.store.paths import DEFAULT_MODEL
-from tests.store.test_secrets import MemoryKeyring
 from tests.support.hub_repos import SMOL, SMOL_FILE, smol_repo, tiny, tiny_repo
+from tests.support.keyring import MemoryKeyring
 
 QUICK = (0.01, 0.01)
 """Retry pauses for tests: short, so a retry is quick (the stall timeout is injected too)."""

@@ -34,10 +34,11 @@ from app.engine.batch import BatchDecoder, BatchedReply
 from app.engine.draft import GAIN_NEEDED, DraftCosts, LookupDrafter, PromptLookup
 from app.engine.draft_model import ModelDrafter
 from app.engine.llama import LlamaBackend, open_llama
+from app.engine.model_file import readable_name
 from app.flow.session import ChatSession, ModelState
 from app.store.settings import Settings
-from tests.engine.test_model_file import copy_model
 from tests.support.loop import Loop, run_until
+from tests.support.model_files import copy_model
 
 CODE = """def load(path, limit):
     rows = []
@@ -619,7 +620,7 @@ def test_the_window_says_which_draft_model_writes_ahead_or_why_none_does(
     session.state_changed.connect(lambda _state, text: states.append(text))
     session.open_model(model_path)
     run_until(loop, lambda: session.state is ModelState.READY, 60)
-    name = model_path.stem
+    name = readable_name(model_path)
     assert states[-1] == f"{name} is ready; {name} writes ahead for it."
     notices: list[str] = []
     session.notice.connect(notices.append)

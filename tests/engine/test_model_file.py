@@ -1,7 +1,8 @@
 """Model files: only regular files are opened, nothing blocks, and GGUF headers are read robustly.
 
 Crafted GGUF files are written with the ``gguf`` package's GGUFWriter; a loadable one is the
-bundled model's tensors and metadata copied with a changed name or template.
+bundled model's tensors and metadata copied with a changed name or template (both by
+tests/support/model_files.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,75 +27,11 @@ from app.engine.model_card import (
     read_gguf_header,
     read_model_card,
 )
-from app.engine.model_file import check_model_file
-
-TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"
+from app.engine.model_file import check_model_file, readable_name
+from tests.support.model_files import TEMPLATE, copy_model, write_gguf
 
 QUICK_S = 3.0
 """Far below "for ever", far above a check on a loaded machine: a behaviour bound."""
-
-
-def write_gguf(path: Path, values: Mapping[str, str | bytes | int | list[str]]) -> Path:
-    """A GGUF file with ``values`` in its header and no tensors (bytes: written as they are)."""
-    from gguf import GGUFValueType, GGUFWriter
-
-    writer = GGUFWriter(path, "llama")
-    for key, value in values.items():
-        if isinstance(value, (str, bytes)):
-            writer.add_key_value(key, value, GGUFValueType.STRING)
-        elif isinstance(value, list):
-            writer.add_key_value(key, value, GGUFValueType.ARRAY, sub_type=GGUFValueType.STRING)
-        else:
-            writer.add_uint32(key, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    writer.close()
-    return path
-
-
-def copy_model(source: Path, target: Path, changes: Mapping[str, str | bytes | list[str]]) -> Path:
-    """``source``'s tensors and metadata in ``target``, with ``changes`` to string values.
-
-    A list replaces an array of strings (the vocabulary's tokens, say).
-    """
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys
-
-    reader = GGUFReader(source)
-    architecture = str(reader.fields[Keys.General.ARCHITECTURE].contents())
-    writer = GGUFWriter(target, architecture, endianess=reader.endianess)
-    remaining = dict(changes)
-    for field in reader.fields.values():
-        if field.name == Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        value_type = field.types[0]
-        sub_type = field.types[-1] if value_type == GGUFValueType.ARRAY else None
-        value = remaining.pop(field.name, None)
-        if value is None:
-            writer.add_key_value(field.name, field.contents(), value_type, sub_type=sub_type)
-        elif isinstance(value, list):
-            writer.add_key_value(
-                field.name, value, GGUFValueType.ARRAY, sub_type=GGUFValueType.STRING
-            )
-        else:
-            writer.add_key_value(field.name, value, GGUFValueType.STRING)
-    for key, value in remaining.items():
-        writer.add_key_value(key, value, GGUFValueType.STRING)
-    for tensor in reader.tensors:
-        writer.add_tensor_info(
-            tensor.name,
-            tensor.data.shape,
-            tensor.data.dtype,
-            tensor.data.nbytes,
-            tensor.tensor_type,
-        )
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for tensor in reader.tensors:
-        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
-    writer.close()
-    return target
 
 
 @pytest.fixture
@@ -206,7 +143,8 @@ def test_invalid_utf8_in_a_string_is_shown_with_replacement_characters(tmp_path:
         },
     )
     card = read_model_card(path)
-    assert card.name == "Caf\ufffd \ufffd\ufffd model"
+    assert read_gguf_header(path).metadata["general.name"] == "Caf\ufffd \ufffd\ufffd model"
+    assert card.name == "bad-name"  # shown by its file's name, not general.name
     assert card.has_chat_template
     assert card.context_length == 2048
     assert card.architecture == "llama"
@@ -329,7 +267,8 @@ def test_a_loadable_model_with_an_invalid_name_keeps_its_template(
     assert original is not None
     assert read_chat_template(copy) == original
     card = read_model_card(copy)
-    assert card.name == "Smol\ufffd\ufffdLM"
+    assert read_gguf_header(copy).metadata["general.name"] == "Smol\ufffd\ufffdLM"
+    assert card.name == readable_name(copy)
     assert card.parameters == read_model_card(model_path).parameters
     # llama-cpp-python's own reader gives up on the whole metadata here: the reason the
     # engine hands it the template read above.
@@ -357,3 +296,22 @@ def test_the_vocabulary_is_fingerprinted_by_its_tokens_not_its_name(
     assert (
         read_model_card(write_gguf(tmp_path / "bare.gguf", {"general.name": "x"})).vocabulary == ""
     )
+
+
+@pytest.mark.parametrize(
+    ("file", "name"),
+    [
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"),
+        ("Llama-3.2-1B-Instruct-IQ4_XS.gguf", "Llama-3.2-1B-Instruct"),
+        ("mistral-7b-instruct-v0.2.Q5_K_M.gguf", "mistral-7b-instruct-v0.2"),
+        ("qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf", "qwen2.5-7b-instruct"),
+        ("Meta-Llama-3-8B-Instruct.fp16.gguf", "Meta-Llama-3-8B-Instruct"),
+        ("SmolLM2-360M-Instruct-BF16.gguf", "SmolLM2-360M-Instruct"),
+        ("Phi-3-mini-4k-instruct-gguf.gguf", "Phi-3-mini-4k-instruct"),
+        ("gemma-3-4b-it-qat-q4_0.gguf", "gemma-3-4b-it-qat"),
+        ("Q4_0.gguf", "Q4_0"),  # nothing left without the tag: the file's name as it is
+        ("tiny.gguf", "tiny"),
+    ],
+)
+def test_a_model_is_named_after_its_file_without_what_files_add(file: str, name: str) -> None:
+    assert readable_name(Path(file)) == name

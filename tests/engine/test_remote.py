@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,13 @@ from app.store.secrets import save_api_key
 from app.ui.dialogs.remote_dialog import RemoteDialog
 from app.ui.window.app_dialogs import AppDialogs
 from app.ui.window.main_window import MainWindow
-from tests.store.test_secrets import MemoryKeyring, memory_keyring  # noqa: F401 (a fixture)
+from tests.support.keyring import MemoryKeyring
 from tests.support.loop import Loop, run_until
-from tests.ui.test_appearance import Saved
+from tests.support.ports import free_port
+from tests.support.preferences import Saved
 
 KEY = "floodgate-test-key"
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=48, seed=1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(model_path: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -169,7 +163,7 @@ def test_a_server_killed_mid_reply_keeps_the_partial_reply(loop: Loop, model_pat
             settings=GenerationSettings(max_tokens=1500),
         )
         endings: list[tuple[str, str]] = []
-        session.reply_ended.connect(lambda status, note: endings.append((status, note)))
+        session.reply_ended.connect(lambda end: endings.append((end.status, end.note)))
         session.send("Write a very long story about a lighthouse keeper.")
         run_until(loop, lambda: session.metrics.reply.pieces_shown >= 5, timeout=60)
         proc.kill()
@@ -265,7 +259,7 @@ def test_server_failures_keep_the_partial_reply_and_say_why(
 ) -> None:
     session = connected(loop, RemoteEndpoint(misbehaving(reply).url, model="m"))
     endings: list[tuple[str, str]] = []
-    session.reply_ended.connect(lambda status, note: endings.append((status, note)))
+    session.reply_ended.connect(lambda end: endings.append((end.status, end.note)))
     ask(loop, session, "hello", timeout=10)
     assert endings[0][0] == "error"
     assert says in endings[0][1]
@@ -280,7 +274,7 @@ def test_a_silent_server_times_out_with_a_sentence(
     url = misbehaving(SSE + CHUNK, hold=5).url
     session = connected(loop, RemoteEndpoint(url, model="m", read_timeout=0.5))
     endings: list[tuple[str, str]] = []
-    session.reply_ended.connect(lambda status, note: endings.append((status, note)))
+    session.reply_ended.connect(lambda end: endings.append((end.status, end.note)))
     ask(loop, session, "hello", timeout=10)
     assert endings[0][0] == "error"
     assert "stopped answering for 0.5 seconds" in endings[0][1]
@@ -332,7 +326,7 @@ def test_the_model_picker_offers_the_servers_used_lately_and_connects_to_one(
     loop: Loop,
     server: str,
     qtbot: QtBot,
-    memory_keyring: MemoryKeyring,  # noqa: F811 (the fixture imported above)
+    memory_keyring: MemoryKeyring,
 ) -> None:
     gone = f"http://127.0.0.1:{free_port()}/v1"
     kept = Preferences()

@@ -32,9 +32,9 @@ from app.store.secrets import SERVICE
 from app.ui.dialogs.api_server_dialog import ApiServerDialog
 from app.ui.window.api_server_panel import SIDE_BY_SIDE_COLUMN, STATUS_COLUMN, ApiServerFace
 from app.ui.window.main_window import MainWindow
-from tests.engine.test_remote import free_port
-from tests.store.test_secrets import MemoryKeyring, memory_keyring  # noqa: F401 (a fixture)
+from tests.support.keyring import MemoryKeyring
 from tests.support.loop import Loop, run_until
+from tests.support.ports import free_port
 from tests.support.serving import wait_until
 
 
@@ -144,7 +144,7 @@ def test_the_window_shows_the_address_lists_requests_and_stops_one(
     loop: Loop,
     tmp_path: Path,
     qtbot: QtBot,
-    memory_keyring: MemoryKeyring,  # noqa: F811 (the fixture imported above)
+    memory_keyring: MemoryKeyring,
 ) -> None:
     backend = ScriptedBackend([f"{i} " for i in range(2000)], rate=200)
     window, face, keeper = window_with_server(loop, tmp_path, qtbot, backend)

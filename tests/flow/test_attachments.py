@@ -25,6 +25,7 @@ from app.ui.chat.transcript import AttachmentDialog
 from app.ui.composer.attachment_tray import ChipState
 from app.ui.window.main_window import MainWindow
 from tests.support.loop import Loop, run_for, run_until
+from tests.support.window import open_window
 
 FACT = "The lighthouse keeper's cat is named Biscuit.\n"
 
@@ -139,7 +140,7 @@ def test_the_reader_counts_with_the_session_and_says_the_time_to_read(
     session.prefill_rate = 2.0
     reader = AttachmentReader(session.count_tokens, prefill_rate=lambda: session.prefill_rate)
     ready_files: list[tuple[Attachment, object]] = []
-    reader.ready.connect(lambda a, seconds: ready_files.append((a, seconds)))
+    reader.ready.connect(lambda ready: ready_files.append((ready.attachment, ready.seconds)))
     (tmp_path / "facts.txt").write_text(FACT)
     reader.read([tmp_path / "facts.txt"])
     run_until(loop, lambda: bool(ready_files))
@@ -216,14 +217,6 @@ def test_the_real_model_reads_the_file_once_and_answers_from_it(
 
 
 # The window.
-
-
-def open_window(qtbot: QtBot, session: ChatSession) -> MainWindow:
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    return window
 
 
 def headers(window: MainWindow) -> list[HeaderRow]:

@@ -30,7 +30,7 @@ from app.store.pictures import picture_path
 from app.ui.chat.transcript import PictureDialog, show_attachment
 from app.ui.composer.attachment_tray import ChipState
 from tests.support.loop import Loop, run_for, run_until
-from tests.ui.test_window import open_window
+from tests.support.window import open_window
 
 
 def png(folder: Path, name: str = "photo.png", seed: int = 0) -> Path:
@@ -83,8 +83,8 @@ def test_the_reader_keeps_pictures_and_says_why_not_for_a_damaged_one(
     reader = AttachmentReader(lambda text: len(text.split()))
     ready: list[Attachment] = []
     failed: list[tuple[str, str]] = []
-    reader.ready.connect(lambda attachment, _seconds: ready.append(attachment))
-    reader.failed.connect(lambda name, sentence: failed.append((name, sentence)))
+    reader.ready.connect(lambda event: ready.append(event.attachment))
+    reader.failed.connect(lambda event: failed.append((event.name, event.sentence)))
     good = png(tmp_path)
     broken = tmp_path / "broken.png"
     broken.write_bytes(good.read_bytes()[:120])
@@ -125,7 +125,7 @@ def test_a_pasted_screenshot_becomes_a_picture_chip_and_garbage_keeps_nothing(
     assert chip.thumbnail.pixmap().size() == QSize(28, 21)
 
     failed: list[str] = []
-    window.attachments.reader.failed.connect(lambda _name, sentence: failed.append(sentence))
+    window.attachments.reader.failed.connect(lambda event: failed.append(event.sentence))
     window.attachments.reader.read_picture_bytes(b"not a picture", "junk.png")
     run_until(loop, lambda: bool(failed))
     assert "junk.png" in failed[0]

@@ -34,7 +34,7 @@ def test_reply_streams_into_the_conversation(loop: Loop) -> None:
     shown: list[str] = []
     ended: list[tuple[str, str]] = []
     session.reply_text.connect(shown.append)
-    session.reply_ended.connect(lambda status, note: ended.append((status, note)))
+    session.reply_ended.connect(lambda end: ended.append((end.status, end.note)))
 
     assert session.send("Hi")
     run_until(loop, lambda: bool(ended))
@@ -176,12 +176,12 @@ def test_failed_load_reports_a_sentence_and_the_prompt_is_kept(loop: Loop) -> No
         raise ModelLoadError(f"The model file {path} does not exist.")
 
     session = ChatSession(failing_open)
-    states: list[tuple[str, str]] = []
+    states: list[tuple[ModelState, str]] = []
     session.state_changed.connect(lambda s, d: states.append((s, d)))
     session.open_model(Path("/nowhere/model.gguf"))
     session.send("hello?")
     run_until(loop, lambda: not session.generating)
-    assert states[-1] == ("error", "The model file /nowhere/model.gguf does not exist.")
+    assert states[-1] == (ModelState.ERROR, "The model file /nowhere/model.gguf does not exist.")
     prompt, reply = session.conversation.messages
     assert (prompt.content, prompt.status) == ("hello?", "error")
     assert reply.status == "error"

@@ -23,8 +23,8 @@ from app.engine.threads import (
     next_decode_threads,
     physical_cores,
 )
+from app.flow.decode_threads import ThreadReport
 from app.flow.session import ChatSession
-from app.flow.worker import ThreadReport
 from app.server.api import ServerConfig
 from app.server.local import LocalServer
 from app.standins.scripted import ScriptedBackend

@@ -17,7 +17,6 @@ from PIL import Image
 from app.engine import EngineOptions
 from app.engine.llama import open_llama
 from app.standins.projector import ProjectorShape, write_projector
-from tests.server.test_api import client  # noqa: F401 (a fixture, over this module's served)
 from tests.support.loop import Loop
 from tests.support.serving import Served, serve
 
@@ -58,7 +57,7 @@ def served(loop: Loop, model_path: Path, tmp_path: Path) -> Iterator[Served]:
 
 
 def test_a_picture_as_a_data_url_is_seen_and_a_follow_up_reuses_it(
-    client: openai.OpenAI,  # noqa: F811 (the fixture imported above)
+    client: openai.OpenAI,
 ) -> None:
     messages = with_picture(data_url())
     first = client.chat.completions.create(
@@ -96,7 +95,7 @@ def test_a_picture_as_a_data_url_is_seen_and_a_follow_up_reuses_it(
     ],
 )
 def test_a_picture_the_server_cannot_use_is_a_400_naming_the_part(
-    client: openai.OpenAI,  # noqa: F811 (the fixture imported above)
+    client: openai.OpenAI,
     url: str,
     param: str,
     words: str,

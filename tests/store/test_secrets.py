@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import keyring
-import pytest
-from keyring.backend import KeyringBackend
-from keyring.errors import PasswordDeleteError
 
 from app.store.preferences import (
     REMOTES_KEPT,
@@ -20,36 +16,7 @@ from app.store.preferences import (
     save_preferences,
 )
 from app.store.secrets import SERVICE, load_api_key, save_api_key
-
-
-class MemoryKeyring(KeyringBackend):
-    """A keyring that keeps passwords in a dict (what the desktop's would do, in a test)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.kept: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.kept.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.kept[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if (service, username) not in self.kept:
-            raise PasswordDeleteError(username)
-        del self.kept[(service, username)]
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    before = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(before)
+from tests.support.keyring import MemoryKeyring
 
 
 def test_a_key_is_kept_in_the_keyring_and_forgotten_when_emptied(

@@ -1,4 +1,8 @@
-"""Helpers for the API server's tests: a session with a model, and the server over it."""
+"""Helpers for the API server's tests: a session with a model, and the server over it.
+
+The ``client`` fixture (the official client) is registered for tests/server/ in its conftest.py;
+each module there that uses it defines the ``served`` fixture it asks.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import openai
+import pytest
 
 from app.engine import BackendOpener, EngineOptions, GenerationSettings
 from app.flow.requests import ServedRequest
@@ -39,6 +46,13 @@ class Served:
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         """Run the session's loop (the worker's signals) until ``predicate`` holds."""
         run_until(self.loop, predicate, timeout)
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[openai.OpenAI]:
+    """The official ``openai`` client, asking the module's own ``served`` server."""
+    with openai.OpenAI(base_url=served.url, api_key="unused", max_retries=0) as client:
+        yield client
 
 
 def serve(

@@ -27,9 +27,6 @@ from app.ui.look.theme import contrast, palette
 from app.ui.window.main_window import MainWindow
 from app.ui.window.sidebar import Sidebar
 from tests.support.loop import Loop, run_until
-from tests.ui.test_window import scripted_window
-
-__all__ = ["scripted_window"]  # a fixture this module uses
 
 Role = QAccessible.Role
 Text = QAccessible.Text

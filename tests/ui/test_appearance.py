@@ -8,7 +8,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.engine.llama import open_llama
-from app.flow.preferences import PreferencesKeeper
 from app.flow.session import ChatSession, ModelState
 from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.store.preferences import Preferences, load_preferences, save_preferences
@@ -27,6 +25,7 @@ from app.ui.look.language import I18N_DIR
 from app.ui.look.theme import contrast, palette
 from app.ui.window.main_window import MainWindow
 from tests.support.loop import Loop, run_until
+from tests.support.preferences import Saved
 
 TS_FILE = I18N_DIR / "floodgate_zh_CN.ts"
 APP_DIR = Path(__file__).resolve().parents[2] / "app"
@@ -45,17 +44,6 @@ def restore_app(qapp: QApplication) -> Iterator[QApplication]:
     qapp.setStyle(saved_style)
     qapp.setPalette(saved_palette)
     qapp.setFont(saved_font)
-
-
-class Saved(PreferencesKeeper):
-    """A keeper that records what it would write instead of writing it."""
-
-    def __init__(self, preferences: Preferences | None = None) -> None:
-        super().__init__(preferences or Preferences())
-        self.calls: list[Preferences] = []
-
-    def save(self) -> None:
-        self.calls.append(replace(self.preferences))
 
 
 @pytest.fixture

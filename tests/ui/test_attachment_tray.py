@@ -6,6 +6,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from app.flow import attachments as attachments_module
 from app.flow.attachments import AttachmentReader
 from app.ui.composer.attachment_tray import AttachmentTray, ChipState, has_files, paths_from_mime
 from app.ui.look.colors import theme_for
-from tests.documents.test_documents import PNG_HEADER, write_pdf
+from tests.support.documents import PNG_HEADER, write_pdf
 from tests.support.loop import Loop, run_until
 
 
@@ -61,6 +62,13 @@ def ready(tray: AttachmentTray, item: Attachment, seconds: float | None = None) 
 def record(signal: Any) -> list[tuple[Any, ...]]:
     seen: list[tuple[Any, ...]] = []
     signal.connect(lambda *args: seen.append(args))
+    return seen
+
+
+def record_fields(signal: Any) -> list[tuple[Any, ...]]:
+    """What a signal that carries one dataclass said, each as a tuple of its fields."""
+    seen: list[tuple[Any, ...]] = []
+    signal.connect(lambda event: seen.append(tuple(getattr(event, f.name) for f in fields(event))))
     return seen
 
 
@@ -392,10 +400,10 @@ def reader(loop: Loop) -> Iterator[AttachmentReader]:
 
 class Signals:
     def __init__(self, reader: AttachmentReader) -> None:
-        self.started = record(reader.started)
+        self.started = record_fields(reader.started)
         self.progress = record(reader.progress)
-        self.ready = record(reader.ready)
-        self.failed = record(reader.failed)
+        self.ready = record_fields(reader.ready)
+        self.failed = record_fields(reader.failed)
         self.cancelled = record(reader.cancelled)
 
     def ended(self) -> int:
@@ -626,10 +634,10 @@ def test_closing_does_not_wait_for_a_stuck_read(loop: Loop, tmp_path: Path) -> N
 def test_the_reader_and_the_tray_together(form: Form, loop: Loop, tmp_path: Path) -> None:
     reader = AttachmentReader(lambda text: len(text.split()), prefill_rate=lambda: 10.0)
     tray = form.tray
-    reader.started.connect(lambda name, path: tray.add_reading(name))
+    reader.started.connect(lambda started: tray.add_reading(started.name))
     reader.progress.connect(tray.show_progress)
-    reader.ready.connect(tray.show_ready)
-    reader.failed.connect(tray.show_failed)
+    reader.ready.connect(lambda ready: tray.show_ready(ready.attachment, ready.seconds))
+    reader.failed.connect(lambda failed: tray.show_failed(failed.name, failed.sentence))
     reader.cancelled.connect(tray.show_cancelled)
     tray.cancel_requested.connect(reader.cancel)
     tray.set_room(1000)

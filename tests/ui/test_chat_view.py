@@ -16,11 +16,12 @@ from app.store.database import ConversationSummary
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
+from app.ui.chat.rows.document_text import appended_text
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
-from app.ui.chat.rows.text_block import TextBlock, appended_text
+from app.ui.chat.rows.text_block import TextBlock
 from app.ui.window.sidebar import Sidebar
-from tests.markdown.test_markdown import CORPUS, REASONING
+from tests.support.markdown_corpus import CORPUS, REASONING
 
 REPLY = "\n\n".join(CORPUS[k] for k in ("nested lists", "table row by row", "cjk and emoji"))
 REPLY += (

@@ -175,7 +175,7 @@ def test_a_prompt_longer_than_the_context_gets_a_sentence(loop: Loop, tmp_path: 
     backend = ScriptedBackend(["never"], n_ctx=100)
     session = open_session(loop, tmp_path / "h.sqlite3", backend)
     endings: list[tuple[str, str]] = []
-    session.reply_ended.connect(lambda status, note: endings.append((status, note)))
+    session.reply_ended.connect(lambda end: endings.append((end.status, end.note)))
     session.send("word " * 400)
     finish(loop, session)
     assert endings[0][0] == "error"

@@ -23,10 +23,10 @@ from app.ui.dialogs.hub_panel import HubPanel
 from app.ui.dialogs.model_library import ModelLibrary
 from app.ui.window.app_dialogs import AppDialogs
 from app.ui.window.main_window import MainWindow
-from tests.store.test_secrets import MemoryKeyring
 from tests.support.hub_repos import tiny, tiny_repo
+from tests.support.keyring import MemoryKeyring
 from tests.support.loop import Loop, run_until
-from tests.ui.test_appearance import Saved
+from tests.support.preferences import Saved
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from pytestqt.qtbot import QtBot
 
 from app.bench.large_messages import large_markdown
 from app.markdown.stream import MarkdownStream
-from app.ui.chat import chat_view as chat_view_module
+from app.ui.chat import row_sweeper as row_sweeper_module
 from app.ui.chat.chat_view import BUILD_ROWS, FEED_CHARS, SLICE_CHARS, ChatView
 from app.ui.chat.rows import code as code_row_module
+from app.ui.chat.rows import document_text as document_text_module
 from app.ui.chat.rows import lexers
-from app.ui.chat.rows import text_block as text_block_module
 from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.header import HeaderRow
@@ -155,7 +155,7 @@ def test_clear_hides_everything_at_once_and_deletes_it_a_slice_at_a_time(
     view.add_reply("Model", markdown(100_000))
     view.finish_building()
     count = len(view.stack.rows)
-    monkeypatch.setattr(chat_view_module, "CLEAR_ROWS", 10)
+    monkeypatch.setattr(row_sweeper_module, "CLEAR_ROWS", 10)
     view.clear()
     assert view.stack.rows == []
     assert view.toPlainText() == ""
@@ -237,9 +237,9 @@ def test_only_recently_painted_blocks_keep_their_laid_out_text(
     view.add_reply("Model", text)
     qtbot.waitUntil(lambda: not view.building, timeout=60000)
     blocks = [b for b in (row.text_block() for row in view.stack.rows) if b is not None]
-    assert len(blocks) > 2 * text_block_module.LIVE_DOCUMENTS
+    assert len(blocks) > 2 * document_text_module.LIVE_DOCUMENTS
     holding = [block for block in blocks if block.holds_document]
-    assert len(holding) <= text_block_module.LIVE_DOCUMENTS
+    assert len(holding) <= document_text_module.LIVE_DOCUMENTS
     # A block that gave its document up makes it again when needed, with the same text, and
     # still knows its height without it.
     given_up = next(block for block in blocks if not block.holds_document)

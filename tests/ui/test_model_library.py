@@ -132,7 +132,7 @@ def test_ten_model_switches_give_the_memory_back(
 def test_the_library_lists_every_other_file_whatever_one_of_them_is(
     loop: Loop, qtbot: QtBot, tmp_path: Path
 ) -> None:
-    from tests.engine.test_model_file import TEMPLATE, write_gguf
+    from tests.support.model_files import TEMPLATE, write_gguf
 
     folder = tmp_path / "models"
     folder.mkdir()
@@ -153,7 +153,7 @@ def test_the_library_lists_every_other_file_whatever_one_of_them_is(
         server.close()
     assert library.paths() == [folder / "c-odd.gguf", folder / "e-fine.gguf"]
     names = [library.table.item(row, 0).text() for row in range(2)]  # type: ignore[union-attr]
-    assert names == ["Odd \ufffd name", "<b>Fine</b>"]
+    assert names == ["c-odd", "e-fine"]  # the files' names, never their general.name
     problems = library.problems.text().splitlines()
     assert len(problems) == 4
     assert "a-pipe.gguf is a named pipe" in problems[0]
@@ -183,7 +183,7 @@ def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
     from app.standins.scripted import ScriptedBackend
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
-    from tests.ui.test_appearance import Saved
+    from tests.support.preferences import Saved
 
     opened: list[EngineOptions] = []
     backend = ScriptedBackend(["Hi"])

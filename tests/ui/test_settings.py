@@ -327,10 +327,11 @@ def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
     qtbot: QtBot, loop: Loop, tmp_path: Path
 ) -> None:
     from app.engine.model_card import ModelCard
+    from app.engine.model_file import readable_name
     from app.ui.window.app_dialogs import AppDialogs
     from app.ui.window.main_window import MainWindow
     from tests.support.loop import run_until
-    from tests.ui.test_appearance import Saved
+    from tests.support.preferences import Saved
 
     session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
     window = MainWindow(session)
@@ -343,7 +344,15 @@ def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
 
     def card(name: str, vocabulary: str, size: int) -> ModelCard:
         return ModelCard(
-            tmp_path / name, name, "llama", None, "Q4_0", None, size, True, vocabulary=vocabulary
+            tmp_path / name,
+            readable_name(tmp_path / name),  # as the library names it
+            "llama",
+            None,
+            "Q4_0",
+            None,
+            size,
+            True,
+            vocabulary=vocabulary,
         )
 
     for each in (
@@ -360,6 +369,10 @@ def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
     box = dialog.editors["draft_model"]
     assert isinstance(box, QComboBox)
     offered = [box.itemText(i) for i in range(box.count())]
-    assert offered == ["None", "Family-0.5B (400 MB)", "Family-1B (900 MB)"]  # smallest first
+    assert offered == [  # smallest first; the quantization tells apart two files of one model
+        "None",
+        "Family-0.5B  ·  Q4_0  ·  400 MB",
+        "Family-1B  ·  Q4_0  ·  900 MB",
+    ]
     dialog.reject()
     loop.run_until_complete(session.close())

@@ -21,25 +21,7 @@ from app.flow.session import ChatSession, ModelState
 from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.ui.window.main_window import MainWindow
 from tests.support.loop import Loop, run_for, run_until
-
-
-def open_window(qtbot: QtBot, session: ChatSession) -> MainWindow:
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    return window
-
-
-@pytest.fixture
-def scripted_window(qtbot: QtBot, loop: Loop) -> Iterator[tuple[MainWindow, ScriptedBackend]]:
-    backend = ScriptedBackend(["Hello", " from", " the", " script", "."], rate=100)
-    session = ChatSession(scripted_opener(backend))
-    window = open_window(qtbot, session)
-    session.open_model(Path("scripted.gguf"))
-    run_until(loop, lambda: session.state is ModelState.READY)
-    yield window, backend
-    loop.run_until_complete(session.close())
+from tests.support.window import open_window
 
 
 @pytest.fixture

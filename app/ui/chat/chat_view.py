@@ -8,19 +8,14 @@ Shift+F6; Tab then goes through that message's buttons), and exposes it to scree
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import threading
 import time
-from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QPalette, QResizeEvent
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QWidget
-from shiboken6 import Shiboken
 from typing_extensions import override
 
-from app.flow.pacing import HALF_A_FRAME_S, Slicer
+from app.flow.pacing import HALF_A_FRAME_S
 from app.ui.chat import accessibility
 from app.ui.chat.build_queue import BUILD_ROWS as BUILD_ROWS
 from app.ui.chat.build_queue import FEED_CHARS as FEED_CHARS
@@ -29,19 +24,16 @@ from app.ui.chat.build_queue import BuildQueue
 from app.ui.chat.message_keys import MessageKeys
 from app.ui.chat.prompt_progress import PromptProgress
 from app.ui.chat.reply_rows import ReplyRows
+from app.ui.chat.revealed_actions import RevealedActions
+from app.ui.chat.row_sweeper import RowSweeper
 from app.ui.chat.rows.action_button import ActionButton, FocusRing
 from app.ui.chat.rows.base import MARGIN, Row
 from app.ui.chat.rows.header import HeaderRow
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow
+from app.ui.chat.scroll_place import ScrollPlace
 from app.ui.chat.selection import MouseSelection, Selection
 from app.ui.look.colors import Theme, theme_for
-
-RELAYOUT_SLICE_S = 0.006
-"""Work per event-loop turn when re-measuring rows for a new width (a third of a frame)."""
-
-PIN_SLACK_PX = 4
-"""How close to the bottom counts as 'at the bottom' (a partly shown last line still pins)."""
 
 ANNOUNCED_CHARS = 2000
 """A finished reply is announced up to this many characters (the rest is read in the view)."""
@@ -53,27 +45,6 @@ READING_CHARS = 96
 """On a wide window the conversation is at most this many characters wide (of Latin text; a
 Chinese font's wide average is not counted), centred: longer lines are hard to read (the
 rows' margins come on top)."""
-
-CLEAR_ROWS = 200
-"""Rows of a cleared conversation deleted per event-loop turn (at most; the clock also says)."""
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """The C library's ``malloc_trim`` (glibc), looked up once (``find_library`` took 60 ms)."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None  # not glibc
-    return trim
-
-
-def _give_back_memory() -> None:
-    """Return freed heap to the system (glibc keeps it otherwise: RSS stayed at its peak)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        # On a thread of its own: handing 100 MB back takes 60 ms (ctypes lets go of the GIL).
-        threading.Thread(target=trim, args=(0,), name="malloc_trim", daemon=True).start()
 
 
 class ChatView(QScrollArea):
@@ -116,28 +87,22 @@ class ChatView(QScrollArea):
         self._progress = PromptProgress(self.stack, lambda: self.theme)
         self.theme: Theme = theme_for(self.palette())
         self._reply: ReplyRows | None = None
-        self._pinned = True
-        bar = self.verticalScrollBar()
-        bar.setObjectName("chatScrollBar")  # on the view's background (the window's sheet)
-        bar.valueChanged.connect(self._on_scrolled)
-        bar.rangeChanged.connect(self._on_range_changed)
+        # The bar is on the view's background (the window's sheet).
+        self.verticalScrollBar().setObjectName("chatScrollBar")
+        self._place = ScrollPlace(self, self.stack, self.row_width)
         self.updates = 0
         """Appends applied to replies (the bench and tests count frames by it)."""
-        self._relayout = Slicer(self._relayout_step, RELAYOUT_SLICE_S, self)
         self.builder = BuildQueue(self)
         """Builds large messages a slice per event-loop turn, in order."""
-        self._sweeper = Slicer(self._sweep_step, parent=self)
-        self._cleared = False
+        self._sweeper = RowSweeper(self.stack, self)
         self.selection = Selection(self.stack)
         self._mouse = MouseSelection(self, self.stack, self.selection)
-        self._mouse.dragged.connect(self._stop_following)
+        self._mouse.dragged.connect(self._place.detach)
         self.messages = MessageKeys(self, self.stack)
         self.stack.on_append = self._on_row_added
-        self.stack.on_doomed = self._sweeper.schedule
         self.focus_ring = FocusRing(self.stack)
         """The frame around the focused header or button (visible focus, in both themes)."""
-        self._revealed: dict[str, HeaderRow] = {}
-        """The headers whose actions are drawn, by why: "hover", "focus"."""
+        self._actions = RevealedActions(self.stack, self.messages)
         app = QApplication.instance()
         if isinstance(app, QApplication):
             app.focusChanged.connect(self._on_focus_changed)
@@ -280,26 +245,15 @@ class ChatView(QScrollArea):
         self.focus_ring.follow(None)
         self.selection.forget()
         self.messages.forget()
-        self._revealed.clear()
+        self._actions.forget()
         if self.stack.take_all():
-            self._cleared = True
-            self._sweeper.schedule()
+            self._sweeper.sweep_cleared()
         self.emptied.emit(True)
 
     @property
     def clearing(self) -> bool:
         """Whether rows of a cleared conversation are still being deleted."""
         return self.stack.doomed > 0
-
-    def _sweep_step(self, deadline: float) -> bool:
-        # Deleting thousands of rows in one turn froze New chat for seconds.
-        done = self.stack.sweep(deadline, CLEAR_ROWS)
-        if done and self._cleared:
-            # A cleared conversation's memory goes back to the system (not after the few
-            # rows a finished reply replaces).
-            self._cleared = False
-            _give_back_memory()
-        return done
 
     def toPlainText(self) -> str:
         """Everything shown, as text (replies as the Markdown the model wrote)."""
@@ -326,31 +280,12 @@ class ChatView(QScrollArea):
         ringed = isinstance(new, HeaderRow | ActionButton) and self.isAncestorOf(new)
         self.focus_ring.follow(new if ringed else None)
         inside = new is not None and self.isAncestorOf(new)
-        self._reveal("focus", self.messages.message_of(new) if inside else None)
-
-    # -- which message's actions are drawn ----------------------------------------------------
-
-    def _reveal(self, reason: str, header: int | None) -> None:
-        """Draw the actions of the message whose header is at ``header``, for ``reason``."""
-        row = self.stack.rows[header] if header is not None else None
-        before = self._revealed.pop(reason, None)
-        if before is not None and before is not row and Shiboken.isValid(before):
-            before.reveal_actions(reason, False)
-        if isinstance(row, HeaderRow):
-            self._revealed[reason] = row
-            row.reveal_actions(reason, True)
-
-    def _on_row_entered(self, row: Row) -> None:
-        self._reveal("hover", self.messages.message_of(row))
+        self._actions.reveal("focus", self.messages.message_of(new) if inside else None)
 
     @override
     def leaveEvent(self, event: QEvent) -> None:
         super().leaveEvent(event)
-        self._reveal("hover", None)
-
-    def _stop_following(self) -> None:
-        # Text arriving below must not scroll what the user is selecting out from under them.
-        self._pinned = False
+        self._actions.reveal("hover", None)
 
     # -- the keyboard -------------------------------------------------------------------------
 
@@ -382,7 +317,7 @@ class ChatView(QScrollArea):
         super().keyPressEvent(event)
 
     def _on_row_added(self, i: int, row: Row) -> None:
-        row.entered = self._on_row_entered
+        row.entered = self._actions.row_entered
         if i == 0:
             self.emptied.emit(False)
         self.selection.row_added(i, row)
@@ -394,7 +329,7 @@ class ChatView(QScrollArea):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         if self.row_width() != self.stack.width():
-            self._lay_out_again()  # a taller or shorter window changes no row
+            self._place.lay_out_again()  # a taller or shorter window changes no row
 
     def row_width_limit(self) -> int:
         """The reading width: :data:`READING_CHARS` average characters and the margins."""
@@ -404,24 +339,6 @@ class ChatView(QScrollArea):
         """The rows' width: the view's, up to the reading width."""
         return min(self.viewport().width(), self.row_width_limit())
 
-    def _lay_out_again(self) -> None:
-        # The rows on screen now; the rest a slice per event-loop turn, so that resizing a
-        # window over a long conversation stays smooth.
-        top = self.verticalScrollBar().value()
-        stale = self.stack.set_width(self.row_width(), top, top + self.viewport().height())
-        if stale:
-            self._relayout.schedule()
-
-    def _relayout_step(self, deadline: float) -> bool:
-        bar = self.verticalScrollBar()
-        # Keep the row the reader is looking at where it is, while rows above it change height.
-        anchor = None if self._pinned else self.stack.row_at(bar.value())
-        offset = bar.value() - self.stack.tops[anchor] if anchor is not None else 0
-        left = self.stack.measure_stale(max(0.0, deadline - time.perf_counter()))
-        if anchor is not None:
-            bar.setValue(self.stack.tops[anchor] + offset)
-        return not left
-
     @override
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -429,18 +346,11 @@ class ChatView(QScrollArea):
             self.theme = theme_for(self.palette())
             for row in self.stack.rows:
                 row.restyle(self.theme)
-            self._lay_out_again()
+            self._place.lay_out_again()
 
     # -- following the reply ------------------------------------------------------------------
 
     @property
     def pinned(self) -> bool:
         """Whether the view follows new text to the bottom."""
-        return self._pinned
-
-    def _on_scrolled(self, value: int) -> None:
-        self._pinned = value >= self.verticalScrollBar().maximum() - PIN_SLACK_PX
-
-    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
-        if self._pinned:
-            self.verticalScrollBar().setValue(maximum)
+        return self._place.pinned

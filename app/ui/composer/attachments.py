@@ -63,10 +63,10 @@ class ComposerAttachments(QObject):
         """Wire the paperclip, the reader and the tray to each other and to the session."""
         self.attach_button.clicked.connect(self.choose_attachments)
         reader, tray = self.reader, self.tray
-        reader.started.connect(lambda name, _path: tray.add_reading(name))
+        reader.started.connect(lambda started: tray.add_reading(started.name))
         reader.progress.connect(tray.show_progress)
-        reader.ready.connect(tray.show_ready)
-        reader.failed.connect(tray.show_failed)
+        reader.ready.connect(lambda ready: tray.show_ready(ready.attachment, ready.seconds))
+        reader.failed.connect(lambda failed: tray.show_failed(failed.name, failed.sentence))
         reader.cancelled.connect(tray.show_cancelled)
         tray.cancel_requested.connect(reader.cancel)
         tray.include_part_requested.connect(self._include_part)

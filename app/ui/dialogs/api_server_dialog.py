@@ -27,7 +27,7 @@ class ApiServerDialog(QDialog):
         chosen(ApiServerPreferences, str): the preferences and the API key (empty: none).
     """
 
-    chosen = Signal(object, str)
+    chosen = Signal(ApiServerPreferences, str)
 
     def __init__(
         self, preferences: ApiServerPreferences, api_key: str, parent: QWidget | None = None

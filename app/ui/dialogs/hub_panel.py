@@ -78,7 +78,7 @@ class HubPanel(QWidget):
         open_requested(Path): Open on a finished download.
     """
 
-    open_requested = Signal(object)
+    open_requested = Signal(Path)
 
     def __init__(self, downloads: HubDownloads, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,6 +86,33 @@ class HubPanel(QWidget):
         self.downloads = downloads
         self._tasks: set[asyncio.Future[object]] = set()
 
+        search_row = self._build_search()
+        choice_row = self._build_choices()
+        controls = self._build_transfers()
+        self.message = _plain_label()
+        self.message.hide()
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(search_row)
+        layout.addWidget(self.message)
+        layout.addWidget(self.results, 2)
+        layout.addWidget(self.more_button, 0, Qt.AlignmentFlag.AlignRight)
+        layout.addLayout(choice_row)
+        layout.addWidget(self.choices, 2)
+        layout.addWidget(self.transfers, 1)
+        layout.addLayout(controls)
+
+        self._rows: dict[int, int] = {}
+        """A download's id -> its row in :attr:`transfers`."""
+        self._view: RepoView | None = None
+        self.token_dialog: QInputDialog | None = None
+        downloads.changed.connect(self.show_download)
+        for row in downloads.rows.values():
+            self.show_download(row)
+        self._enable_controls()
+
+    def _build_search(self) -> QHBoxLayout:
+        """The search field, its filters and Search; the results table and More results."""
         self.query = QLineEdit()
         self.query.setPlaceholderText(self.tr("Search GGUF models on the Hugging Face Hub"))
         self.query.returnPressed.connect(self._search)
@@ -113,7 +140,10 @@ class HubPanel(QWidget):
         self.more_button = QPushButton(self.tr("More results"))
         self.more_button.clicked.connect(self._more)
         self.more_button.setEnabled(False)
+        return search_row
 
+    def _build_choices(self) -> QHBoxLayout:
+        """A repository's facts, its GGUF files with their fit, Access token… and Download."""
         self.repo_facts = _plain_label()
         self.choices = _table(
             [
@@ -134,7 +164,10 @@ class HubPanel(QWidget):
         choice_row.addWidget(self.repo_facts, 1)
         choice_row.addWidget(self.token_button)
         choice_row.addWidget(self.download_button)
+        return choice_row
 
+    def _build_transfers(self) -> QHBoxLayout:
+        """The downloads table and the row of its controls (Pause, Resume, Cancel, Open)."""
         self.transfers = _table([self.tr("Download"), self.tr("Progress"), self.tr("Status")])
         self.transfers.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.transfers.itemSelectionChanged.connect(self._enable_controls)
@@ -150,28 +183,7 @@ class HubPanel(QWidget):
         controls.addStretch(1)
         for button in (self.pause_button, self.resume_button, self.cancel_button, self.open_button):
             controls.addWidget(button)
-
-        self.message = _plain_label()
-        self.message.hide()
-
-        layout = QVBoxLayout(self)
-        layout.addLayout(search_row)
-        layout.addWidget(self.message)
-        layout.addWidget(self.results, 2)
-        layout.addWidget(self.more_button, 0, Qt.AlignmentFlag.AlignRight)
-        layout.addLayout(choice_row)
-        layout.addWidget(self.choices, 2)
-        layout.addWidget(self.transfers, 1)
-        layout.addLayout(controls)
-
-        self._rows: dict[int, int] = {}
-        """A download's id -> its row in :attr:`transfers`."""
-        self._view: RepoView | None = None
-        self.token_dialog: QInputDialog | None = None
-        downloads.changed.connect(self.show_download)
-        for row in downloads.rows.values():
-            self.show_download(row)
-        self._enable_controls()
+        return controls
 
     # Searching.
 
@@ -323,7 +335,7 @@ class HubPanel(QWidget):
 
     # Downloads.
 
-    @Slot(object)
+    @Slot(DownloadRow)
     def show_download(self, download: DownloadRow) -> None:
         """Show a download's progress (called at most every 0.1 s each)."""
         row = self._rows.get(download.id)

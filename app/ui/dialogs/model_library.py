@@ -52,9 +52,9 @@ class ModelLibrary(QDialog):
         projector_requested(Path): Choose projector… for the selected model.
     """
 
-    open_requested = Signal(object)
+    open_requested = Signal(Path)
     add_requested = Signal()
-    projector_requested = Signal(object)
+    projector_requested = Signal(Path)
 
     def __init__(
         self,
@@ -68,8 +68,34 @@ class ModelLibrary(QDialog):
         self.setWindowTitle(self.tr("Models"))
         self.resize(900, 560 if hub is not None else 360)
         self._current = current.resolve() if current else None
-        self.table = QTableWidget(0, 7)
-        self.table.setHorizontalHeaderLabels(
+        self.table = self._build_table()
+        self.problems = QLabel()
+        # File names and header strings come from files anyone can make: never markup.
+        self.problems.setTextFormat(Qt.TextFormat.PlainText)
+        self.problems.setWordWrap(True)
+        self.problems.hide()
+        buttons = self._build_buttons()
+        local = QWidget()
+        local_layout = QVBoxLayout(local)
+        local_layout.addWidget(self.table, 1)
+        local_layout.addWidget(self.problems)
+        local_layout.addLayout(buttons)
+        layout = QVBoxLayout(self)
+        self.hub_panel: HubPanel | None = None
+        if hub is None:
+            layout.addWidget(local)
+            return
+        self.hub_panel = HubPanel(hub)
+        self.hub_panel.open_requested.connect(self._open_downloaded)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(local, self.tr("On this computer"))
+        self.tabs.addTab(self.hub_panel, self.tr("Hugging Face Hub"))
+        layout.addWidget(self.tabs)
+
+    def _build_table(self) -> QTableWidget:
+        """The table of model files, one row each; a double-click opens one."""
+        table = QTableWidget(0, 7)
+        table.setHorizontalHeaderLabels(
             [
                 self.tr("Name"),
                 self.tr("Architecture"),
@@ -80,20 +106,19 @@ class ModelLibrary(QDialog):
                 self.tr("Chat template"),
             ]
         )
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().hide()
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.verticalHeader().hide()
         # The name takes the room; the facts beside it are as wide as their words (and headers).
-        header = self.table.horizontalHeader()
+        header = table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.table.cellDoubleClicked.connect(lambda row, _: self._open_row(row))
-        self.problems = QLabel()
-        # File names and header strings come from files anyone can make: never markup.
-        self.problems.setTextFormat(Qt.TextFormat.PlainText)
-        self.problems.setWordWrap(True)
-        self.problems.hide()
+        table.cellDoubleClicked.connect(lambda row, _: self._open_row(row))
+        return table
+
+    def _build_buttons(self) -> QHBoxLayout:
+        """Add a file…, Choose projector…, Open (the default) and Close."""
         self.open_button = QPushButton(self.tr("Open"))
         self.open_button.setDefault(True)
         self.open_button.clicked.connect(lambda: self._open_row(self.table.currentRow()))
@@ -117,24 +142,9 @@ class ModelLibrary(QDialog):
         buttons.addStretch(1)
         buttons.addWidget(self.open_button)
         buttons.addWidget(close)
-        local = QWidget()
-        local_layout = QVBoxLayout(local)
-        local_layout.addWidget(self.table, 1)
-        local_layout.addWidget(self.problems)
-        local_layout.addLayout(buttons)
-        layout = QVBoxLayout(self)
-        self.hub_panel: HubPanel | None = None
-        if hub is None:
-            layout.addWidget(local)
-            return
-        self.hub_panel = HubPanel(hub)
-        self.hub_panel.open_requested.connect(self._open_downloaded)
-        self.tabs = QTabWidget()
-        self.tabs.addTab(local, self.tr("On this computer"))
-        self.tabs.addTab(self.hub_panel, self.tr("Hugging Face Hub"))
-        layout.addWidget(self.tabs)
+        return buttons
 
-    @Slot(object)
+    @Slot(Path)
     def _open_downloaded(self, path: Path) -> None:
         self.open_requested.emit(path)
         self.accept()

@@ -34,8 +34,8 @@ class RemoteDialog(QDialog):
         connect_requested(RemoteEndpoint): Connect was pressed.
     """
 
-    models_requested = Signal(object)
-    connect_requested = Signal(object)
+    models_requested = Signal(RemoteEndpoint)
+    connect_requested = Signal(RemoteEndpoint)
 
     def __init__(self, url: str = "", model: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)

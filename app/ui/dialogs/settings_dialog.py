@@ -58,7 +58,7 @@ class SettingsDialog(QDialog):
         measure_threads(): "Measure again" was pressed (the decode threads of the open model).
     """
 
-    settings_chosen = Signal(object)
+    settings_chosen = Signal(Settings)
     measure_threads = Signal()
 
     def __init__(
@@ -85,6 +85,26 @@ class SettingsDialog(QDialog):
         self._devices = devices
         self._parallel = parallel
         self._drafts = drafts
+        forms = self._build_sections(settings)
+        self._build_compute_lines(forms, placement, threads)
+        self.note = QLabel(
+            self.tr("Compute and memory settings apply when the model is opened again.")
+        )
+        self.note.setWordWrap(True)
+        self.note.setVisible(any(f.reload for f in self._fields))
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.sections)
+        layout.addWidget(self.note)
+        layout.addWidget(self.buttons)
+        self._check()
+
+    def _build_sections(self, settings: Settings) -> dict[str, QFormLayout]:
+        """A form of each section's fields, each form a tab; returns the forms by section."""
         forms: dict[str, QFormLayout] = {}
         for field in self._fields:
             form = forms.setdefault(field.section, QFormLayout())
@@ -100,18 +120,17 @@ class SettingsDialog(QDialog):
                 page.setLayout(forms[section])
                 self.sections.addTab(page, QCoreApplication.translate("Floodgate", title_text))
         self.sections.tabBar().setVisible(self.sections.count() > 1)
+        return forms
+
+    def _build_compute_lines(
+        self, forms: dict[str, QFormLayout], placement: str, threads: str
+    ) -> None:
+        """Under the compute fields: where the open model runs, its threads, Measure again."""
         # Where the open model runs, under the compute fields.
         self.placement = QLabel(placement)
         self.placement.setObjectName("placementNow")
         self.placement.setWordWrap(True)
         self.placement.setVisible(bool(placement) and "compute" in forms)
-        if "compute" in forms:
-            forms["compute"].addRow(self.placement)
-        self.note = QLabel(
-            self.tr("Compute and memory settings apply when the model is opened again.")
-        )
-        self.note.setWordWrap(True)
-        self.note.setVisible(any(f.reload for f in self._fields))
         # The open model's threads as measured or set, and a way to measure them again.
         self.threads = QLabel(threads)
         self.threads.setObjectName("threadsNow")
@@ -125,19 +144,10 @@ class SettingsDialog(QDialog):
         shows_threads = bool(threads) and any(f.name == "decode_threads" for f in self._fields)
         self.threads.setVisible(shows_threads)
         self.measure.setVisible(shows_threads)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.buttons.accepted.connect(self._accept)
-        self.buttons.rejected.connect(self.reject)
         if "compute" in forms:
+            forms["compute"].addRow(self.placement)
             forms["compute"].addRow(self.threads)
             forms["compute"].addRow(self.measure)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.sections)
-        layout.addWidget(self.note)
-        layout.addWidget(self.buttons)
-        self._check()
 
     def _editor(self, field: Field, settings: Settings) -> QWidget:
         """The field's editor with its problem line under it."""

@@ -41,6 +41,80 @@
     </message>
 </context>
 <context>
+    <name>ApiServerFace</name>
+    <message>
+        <source>Local API server…</source>
+        <translation>本地 API 服务器…</translation>
+    </message>
+    <message>
+        <source>Server requests</source>
+        <translation>服务器请求</translation>
+    </message>
+    <message>
+        <source>Copy the API server&apos;s address</source>
+        <translation>复制 API 服务器的地址</translation>
+    </message>
+    <message>
+        <source>Copied {address}</source>
+        <translation>已复制 {address}</translation>
+    </message>
+</context>
+<context>
+    <name>ApiServerPanel</name>
+    <message>
+        <source>Time</source>
+        <translation>时间</translation>
+    </message>
+    <message>
+        <source>Client</source>
+        <translation>客户端</translation>
+    </message>
+    <message>
+        <source>Endpoint</source>
+        <translation>端点</translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation>状态</translation>
+    </message>
+    <message>
+        <source>Prompt (cached)</source>
+        <translation>提示（已缓存）</translation>
+    </message>
+    <message>
+        <source>Reply</source>
+        <translation>回复</translation>
+    </message>
+    <message>
+        <source>tok/s</source>
+        <translation>词元/秒</translation>
+    </message>
+    <message>
+        <source>Side by side</source>
+        <translation>并行数</translation>
+    </message>
+    <message>
+        <source>Duration</source>
+        <translation>耗时</translation>
+    </message>
+    <message>
+        <source>Replies the model decoded in the same step as this one, itself counted; once it ended, the most there were.</source>
+        <translation>与此回复在同一步中解码的回复数（含其自身）；结束后显示最多时的数量。</translation>
+    </message>
+    <message>
+        <source>Places: how many replies the model can write at once (Settings, Compute, Parallel replies), the window&apos;s and the API&apos;s. A paused reply waits out of the batch until its reader catches up; the others go on.</source>
+        <translation>位置：模型可同时撰写的回复数（设置 › 计算 › 并行回复），包括本窗口的和 API 的。已暂停的回复会离开批处理，等待其读取方跟上；其他回复继续进行。</translation>
+    </message>
+    <message>
+        <source>Stop request</source>
+        <translation>停止请求</translation>
+    </message>
+    <message>
+        <source>Its client reads slower than the model writes: the reply waits, out of the batch, for it to catch up; the others go on.</source>
+        <translation>其客户端读取的速度慢于模型撰写的速度：此回复离开批处理，等待客户端跟上；其他回复继续进行。</translation>
+    </message>
+</context>
+<context>
     <name>AppDialogs</name>
     <message>
         <source>Choose the projector for {name}</source>
@@ -1882,17 +1956,6 @@
     </message>
 </context>
 <context>
-    <name>SavingBanner</name>
-    <message>
-        <source>Export…</source>
-        <translation>导出…</translation>
-    </message>
-    <message>
-        <source>Export the conversation on screen</source>
-        <translation>导出屏幕上的对话</translation>
-    </message>
-</context>
-<context>
     <name>RemoteDialog</name>
     <message>
         <source>Connect to a server</source>
@@ -1932,77 +1995,14 @@
     </message>
 </context>
 <context>
-    <name>ApiServerFace</name>
+    <name>SavingBanner</name>
     <message>
-        <source>Local API server…</source>
-        <translation>本地 API 服务器…</translation>
+        <source>Export…</source>
+        <translation>导出…</translation>
     </message>
     <message>
-        <source>Server requests</source>
-        <translation>服务器请求</translation>
-    </message>
-    <message>
-        <source>Copy the API server&apos;s address</source>
-        <translation>复制 API 服务器的地址</translation>
-    </message>
-    <message>
-        <source>Copied {address}</source>
-        <translation>已复制 {address}</translation>
-    </message>
-</context>
-<context>
-    <name>ApiServerPanel</name>
-    <message>
-        <source>Time</source>
-        <translation>时间</translation>
-    </message>
-    <message>
-        <source>Client</source>
-        <translation>客户端</translation>
-    </message>
-    <message>
-        <source>Endpoint</source>
-        <translation>端点</translation>
-    </message>
-    <message>
-        <source>Status</source>
-        <translation>状态</translation>
-    </message>
-    <message>
-        <source>Prompt (cached)</source>
-        <translation>提示（已缓存）</translation>
-    </message>
-    <message>
-        <source>Reply</source>
-        <translation>回复</translation>
-    </message>
-    <message>
-        <source>tok/s</source>
-        <translation>词元/秒</translation>
-    </message>
-    <message>
-        <source>Side by side</source>
-        <translation>并行数</translation>
-    </message>
-    <message>
-        <source>Duration</source>
-        <translation>耗时</translation>
-    </message>
-    <message>
-        <source>Replies the model decoded in the same step as this one, itself counted; once it ended, the most there were.</source>
-        <translation>与此回复在同一步中解码的回复数（含其自身）；结束后显示最多时的数量。</translation>
-    </message>
-    <message>
-        <source>Places: how many replies the model can write at once (Settings, Compute, Parallel replies), the window&apos;s and the API&apos;s. A paused reply waits out of the batch until its reader catches up; the others go on.</source>
-        <translation>位置：模型可同时撰写的回复数（设置 › 计算 › 并行回复），包括本窗口的和 API 的。已暂停的回复会离开批处理，等待其读取方跟上；其他回复继续进行。</translation>
-    </message>
-    <message>
-        <source>Stop request</source>
-        <translation>停止请求</translation>
-    </message>
-    <message>
-        <source>Its client reads slower than the model writes: the reply waits, out of the batch, for it to catch up; the others go on.</source>
-        <translation>其客户端读取的速度慢于模型撰写的速度：此回复离开批处理，等待客户端跟上；其他回复继续进行。</translation>
+        <source>Export the conversation on screen</source>
+        <translation>导出屏幕上的对话</translation>
     </message>
 </context>
 <context>

@@ -59,8 +59,14 @@ def _colors(palette: QPalette) -> dict[str, str]:
 def style_sheet(palette: QPalette) -> str:
     """The style sheet for ``palette`` (light or dark)."""
     c = _colors(palette)
+    rules = (_composer_rules(c), _header_rules(c), _banner_rules(c), _sidebar_rules(c))
+    return "\n" + "".join(rules) + _scroll_bars(c)
+
+
+def _composer_rules(c: dict[str, str]) -> str:
+    """The composer's rounded box, its paperclip and its round Send button."""
     send_radius = SEND_SIDE // 2
-    return f"""
+    return f"""\
 #composerBox {{
     background: {c["field"]};
     border: 1px solid {c["line"]};
@@ -81,6 +87,12 @@ def style_sheet(palette: QPalette) -> str:
 #sendButton:hover {{ background: {c["accent_hover"]}; }}
 #sendButton:disabled {{ background: {c["disabled"]}; }}
 #sendButton:focus {{ border: 2px solid {c["text"]}; }}
+"""
+
+
+def _header_rules(c: dict[str, str]) -> str:
+    """The model header over the chat, and the empty chat's hint and example prompts."""
+    return f"""\
 #modelHeader {{ background: {c["base"]}; border-bottom: 1px solid {c["line"]}; }}
 #modelPicker {{
     border: 1px solid transparent;
@@ -103,6 +115,12 @@ def style_sheet(palette: QPalette) -> str:
     background: {c["hover"]};
     border-color: {c["accent"]};
 }}
+"""
+
+
+def _banner_rules(c: dict[str, str]) -> str:
+    """The banners over the composer (editing, saving) and the attached files' chips."""
+    return f"""\
 #editBanner, #savingBanner {{
     background: {c["banner"]};
     border: 1px solid {c["banner_line"]};
@@ -114,6 +132,12 @@ def style_sheet(palette: QPalette) -> str:
     border: 1px solid {c["line"]};
     border-radius: 10px;
 }}
+"""
+
+
+def _sidebar_rules(c: dict[str, str]) -> str:
+    """The conversation list beside the chat, its New chat button, and the docks' titles."""
+    return f"""\
 #sidebar {{ background: {c["window"]}; }}
 #sidebar QListWidget {{ background: {c["window"]}; border: none; }}
 #sidebar QListWidget::item {{ padding: 6px 8px; border-radius: 6px; }}
@@ -137,7 +161,7 @@ def style_sheet(palette: QPalette) -> str:
 }}
 #newChat:hover {{ background: {c["hover"]}; }}
 QDockWidget::title {{ padding: 6px 8px; background: {c["window"]}; }}
-{_scroll_bars(c)}"""
+"""
 
 
 def _scroll_bars(c: dict[str, str]) -> str:

@@ -45,7 +45,7 @@ class TraceRecording(QObject):
 
     finished = Signal(str)
     recording_changed = Signal(bool)
-    _written = Signal(object)
+    _written = Signal(Future)
 
     def __init__(self, parent: QWidget, tracer: Tracer = TRACE) -> None:
         super().__init__(parent)
@@ -133,7 +133,7 @@ class TraceRecording(QObject):
             self.choose_and_start()
         self._show_state()
 
-    @Slot(object)
+    @Slot(Future)
     def _on_written(self, future: Future[Path | None]) -> None:
         self._writing = False
         error = future.exception()

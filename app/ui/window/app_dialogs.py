@@ -29,7 +29,7 @@ from app.engine.model_card import (
 )
 from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
-from app.flow.hub_downloads import HubDownloads
+from app.flow.hub_downloads import DownloadRow, HubDownloads
 from app.flow.preferences import PreferencesKeeper
 from app.flow.remote_model import RemoteModel
 from app.flow.words import say, say_sentence
@@ -111,7 +111,12 @@ class AppDialogs(QObject):
         if card is None or not card.vocabulary:
             return []
         return [
-            (str(path), f"{path.stem} ({size_text(other.size_bytes)})")
+            (
+                str(path),
+                "  ·  ".join(
+                    filter(None, (other.name, other.quantization, size_text(other.size_bytes)))
+                ),
+            )
             for path, other in sorted(cards.items(), key=lambda item: item[1].size_bytes)
             if other.vocabulary == card.vocabulary and path != card.path.resolve()
         ]
@@ -145,7 +150,7 @@ class AppDialogs(QObject):
         chosen = self._keeper.preferences.projectors.get(str(model.resolve()))
         return Path(chosen) if chosen else None
 
-    @Slot(object)
+    @Slot(Path)
     def _ask_for_projector(self, model: Path) -> None:
         dialog = QFileDialog(
             self._library,
@@ -221,7 +226,7 @@ class AppDialogs(QObject):
 
         self._spawn(scan())
 
-    @Slot(object)
+    @Slot(RemoteChoice)
     def _connect_remembered(self, server: RemoteChoice) -> None:
         """The server picked in the header: with the key the keyring keeps for it."""
 
@@ -247,12 +252,12 @@ class AppDialogs(QObject):
             self._spawn(hub.restore())  # what an earlier run left half-way (off the UI thread)
         return self._hub
 
-    @Slot(object)
-    def _download_moved(self, _row: object) -> None:
+    @Slot(DownloadRow)
+    def _download_moved(self, _row: DownloadRow) -> None:
         if self._hub is not None:
             self._window.status_line.show_downloads(self._hub.status_text())
 
-    @Slot(object)
+    @Slot(Path)
     def _downloaded(self, path: Path) -> None:
         """A model arrived, verified: it joins the library's table, ready to open."""
         self._window.statusBar().showMessage(
@@ -266,7 +271,7 @@ class AppDialogs(QObject):
         if library is not None and isValid(library):
             self._spawn(describe_models(library, [], [path], self.projector_for))
 
-    @Slot(object)
+    @Slot(ModelInfo)
     def _remember_model(self, info: ModelInfo) -> None:
         if info.chat_format != "remote":
             self._keeper.remember_model(str(info.path.resolve()))

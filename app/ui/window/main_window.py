@@ -15,7 +15,6 @@ from PySide6.QtGui import (
     QKeySequence,
     QPalette,
     QShortcut,
-    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -26,19 +25,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine import ModelInfo
-from app.flow.reply import attachments_of
+from app.flow.reply import ReplyEnd
 from app.flow.session import ChatSession, ModelState
-from app.store.conversation import Message
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.base import MARGIN
 from app.ui.chat.transcript import APP_NAME, Transcript
 from app.ui.composer.attachments import ComposerAttachments
 from app.ui.composer.composer import Composer
 from app.ui.composer.composer_box import ComposerBox
-from app.ui.composer.prompt_edit import PromptEdit
+from app.ui.composer.intent import ComposerIntent
 from app.ui.dialogs import chat_dialogs
-from app.ui.look.icon_button import IconButton
-from app.ui.look.icons import icon
 from app.ui.look.style import apply_style
 from app.ui.timeline.diagnostics import DiagnosticsPanel
 from app.ui.timeline.trace_recording import TraceRecording
@@ -54,8 +50,9 @@ class MainWindow(QMainWindow):
     """Renders a :class:`ChatSession` and forwards what the user asks of it.
 
     The menus are :attr:`menus` (:class:`~app.ui.window.menus.WindowMenus`), the conversation is
-    drawn by :attr:`transcript` (:class:`~app.ui.chat.transcript.Transcript`); what remains here is
-    the layout, the composer's intent (send, stop, edit) and the status line.
+    drawn by :attr:`transcript` (:class:`~app.ui.chat.transcript.Transcript`), the composer's
+    intent (send, stop, edit) is :attr:`intent` (:class:`~app.ui.composer.intent.ComposerIntent`);
+    what remains here is the layout, the status line, and what the session says.
 
     Signals:
         closed(): the user closed the window; the application shuts down the session.
@@ -76,7 +73,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._restyle()
         self.transcript = Transcript(
-            session, self.view, self.begin_edit, self.conversations.show_current
+            session, self.view, self.intent.begin_edit, self.conversations.show_current
         )
         self.menus = WindowMenus(
             self,
@@ -87,7 +84,7 @@ class MainWindow(QMainWindow):
         self.menus.view_menu.addAction(self.trace_recording.action)
         self.statusBar().addPermanentWidget(self.trace_recording.indicator)
         self.trace_recording.finished.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.stop)
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Cancel), self, self.intent.stop)
         self._connect_session()
         self.retranslate()
         self.conversations.refresh()
@@ -100,10 +97,8 @@ class MainWindow(QMainWindow):
         self.attachments = ComposerAttachments(self, self.session, self.spawn)
         self.attach_button = self.attachments.attach_button
         self.composer = Composer()
-        self.send_button = IconButton(icon("arrow-up", QPalette.ColorRole.HighlightedText), side=18)
-        self.send_button.setObjectName("sendButton")
-        # Tab reaches it; a click leaves the focus in the composer, where typing goes on.
-        self.send_button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        self.intent = ComposerIntent(self, self.session, self.composer, self.attachments)
+        self.send_button = self.intent.send_button
         self.tray = self.attachments.tray
         self.composer_box = ComposerBox(
             self.composer, self.attach_button, self.send_button, self.tray
@@ -113,8 +108,7 @@ class MainWindow(QMainWindow):
         self.status_line = StatusLine(self.session, self)
         self.state_label = self.status_line.state_label
         self.figures_label = self.status_line.figures_label
-        self.edit = PromptEdit()
-        self.edit_banner = self.edit.banner
+        self.edit_banner = self.intent.edit.banner
         self.saving_banner = SavingBanner(
             lambda: chat_dialogs.choose_export_file(self, self.session, "json", self.spawn)
         )
@@ -141,9 +135,7 @@ class MainWindow(QMainWindow):
 
     def _connect_session(self) -> None:
         session = self.session
-        self.composer.submitted.connect(self.send)
-        self.composer.stop_requested.connect(self.stop)
-        self.send_button.clicked.connect(self._on_send_button)
+        self.intent.wire()
         self.composer.files_pasted.connect(self.attach)
         self.composer.picture_pasted.connect(self.attachments.paste_picture)
         self.attachments.wire()
@@ -161,7 +153,7 @@ class MainWindow(QMainWindow):
         session.conversation_loaded.connect(self._show_title)
         session.conversations_changed.connect(self._show_title)
         self.view.emptied.connect(self._on_emptied)
-        self.empty_chat.prompt_chosen.connect(self._fill_composer)
+        self.empty_chat.prompt_chosen.connect(self.intent.fill)
         self.empty_chat.library_requested.connect(self.menus.models_requested)
         header = self.header
         header.model_chosen.connect(self.open_model)
@@ -187,36 +179,12 @@ class MainWindow(QMainWindow):
         self.conversations.retranslate()
         self.trace_recording.retranslate()
         self.saving_banner.retranslate()
-        self.edit.retranslate()
         self.diagnostics_dock.setWindowTitle(self.tr("Flow diagnostics"))
         self.attachments.retranslate()
-        self._show_send_state()
+        self.intent.retranslate()
         self.composer.retranslate()
         self.diagnostics.retranslate()
         self.status_line.retranslate()
-
-    def _show_send_state(self) -> None:
-        """The round button: Send (an arrow), or Stop (a square) while a reply streams.
-
-        Changed when a reply starts or ends, never per update; its words are its tooltip and
-        the name a screen reader reads.
-        """
-        button = self.send_button
-        if not self.session.generating:
-            button.setText(self.tr("Send"))
-            tip = self.tr("Send the message (Enter)")
-        elif button.isEnabled():
-            button.setText(self.tr("Stop"))
-            tip = self.tr("Stop the reply (Esc)")
-        else:
-            button.setText(self.tr("Stopping…"))
-            tip = button.text()
-        shape = "arrow-up" if not self.session.generating else "square"
-        if shape != button.property("shape"):
-            button.setProperty("shape", shape)
-            button.setIcon(icon(shape, QPalette.ColorRole.HighlightedText))
-        button.setAccessibleName(button.text())
-        button.setToolTip(tip)
 
     def changeEvent(self, event: QEvent) -> None:
         """Retranslate when the language changes; restyle when the theme does."""
@@ -247,29 +215,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def send(self) -> None:
         """Send what the composer holds, with the files attached; a blank prompt is not sent."""
-        if self.session.generating:
-            return
-        text = self.composer.toPlainText()
-        tray = self.tray
-        problem = self.attachments.why_not_sendable()
-        if problem is not None:
-            self.statusBar().showMessage(*problem)
-            return
-        attachments = tray.attachments()
-        editing = self.edit.message
-        kept = [] if editing is None else attachments_of(editing)
-        if not text.strip() and not attachments and not kept:
-            self.statusBar().showMessage(self.tr("Type a message first."), 3000)
-            return
-        self.edit.end()
-        sent = (
-            self.session.edit_and_resend(editing, text, [*kept, *attachments])
-            if editing is not None
-            else self.session.send(text, attachments)
-        )
-        if sent:
-            self.composer.clear()
-            tray.clear()
+        self.intent.send()
 
     # -- attachments ----------------------------------------------------------------------------
 
@@ -282,11 +228,6 @@ class MainWindow(QMainWindow):
     def attach(self, paths: list[Path]) -> None:
         """Read ``paths`` (off the UI thread) for the next prompt; a chip shows each."""
         self.attachments.attach(paths)
-
-    @Slot()
-    def refresh_room(self) -> None:
-        """Tell the tray the room left in the context (counted off the UI thread)."""
-        self.attachments.refresh_room()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         """Files dragged over the window can be dropped to attach them."""
@@ -312,31 +253,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def stop(self) -> None:
         """Stop the reply in progress (pressing it twice is harmless); Esc also ends editing."""
-        if self.edit.message is not None:
-            self.edit.end()
-            self.composer.clear()
-            return
-        if self.session.stop():
-            self.send_button.setEnabled(False)
-            self._show_send_state()
-
-    @Slot()
-    def _on_send_button(self) -> None:
-        if self.session.generating:
-            self.stop()
-        else:
-            self.send()
-
-    def begin_edit(self, message: Message) -> None:
-        """Put a sent message back into the composer; sending it starts a new branch.
-
-        The message's attachments stay with it; files attached now are added to them.
-        """
-        if self.session.generating:
-            return
-        self.edit.begin(message)
-        self.composer.setPlainText(message.content)
-        self.composer.setFocus()
+        self.intent.stop()
 
     def clear_prompt_cache(self) -> None:
         """Forget every processed prompt; the next reply in each conversation reads it again."""
@@ -378,20 +295,20 @@ class MainWindow(QMainWindow):
 
     # -- what the session says ------------------------------------------------------------------
 
-    @Slot(str, str)
-    def _on_state_changed(self, state: str, detail: str) -> None:
+    @Slot(ModelState, str)
+    def _on_state_changed(self, state: ModelState, detail: str) -> None:
         self.status_line.show_state(detail)
-        if state == ModelState.LOADING.value:
+        if state is ModelState.LOADING:
             self.header.show_loading(detail)
-        if state == ModelState.ERROR.value:
+        if state is ModelState.ERROR:
             self.view.add_note(detail, error=True)
 
-    @Slot(object)
+    @Slot(ModelInfo)
     def _on_model_changed(self, info: ModelInfo) -> None:
         self.setWindowTitle(f"{APP_NAME} — {info.name}")
         self.header.show_model(info)
         self.empty_chat.show_model(info.name)
-        self.refresh_room()
+        self.attachments.refresh_room()
 
     @Slot()
     def _show_title(self) -> None:
@@ -402,13 +319,6 @@ class MainWindow(QMainWindow):
         self.empty_chat.setVisible(empty)
         if empty:
             self.empty_chat.raise_()
-
-    @Slot(str)
-    def _fill_composer(self, text: str) -> None:
-        """An example prompt goes into the composer, to send or change."""
-        self.composer.setPlainText(text)
-        self.composer.moveCursor(QTextCursor.MoveOperation.End)
-        self.composer.setFocus()
 
     @Slot(str)
     def _on_notice(self, text: str) -> None:
@@ -426,21 +336,13 @@ class MainWindow(QMainWindow):
     def _on_reply_started(self) -> None:
         self.transcript.reply_started()
         self._show_title()
-        self.send_button.setEnabled(True)
-        self._show_send_state()
+        self.intent.reply_started()
 
-    @Slot(str, str)
-    def _on_reply_ended(self, status: str, note: str) -> None:
-        self.transcript.reply_ended(status, note)
-        self.send_button.setEnabled(True)
-        self._show_send_state()
-        prompt = self.session.conversation.messages[-2]
-        if prompt.status == "error" and not self.composer.toPlainText():
-            # The prompt got no answer at all: give it back so it can be sent again.
-            self.composer.setPlainText(prompt.content)
-            self.attachments.give_back(attachments_of(prompt))
-        self.composer.setFocus()
-        self.refresh_room()
+    @Slot(ReplyEnd)
+    def _on_reply_ended(self, end: ReplyEnd) -> None:
+        self.transcript.reply_ended(end.status, end.note)
+        self.intent.reply_ended()
+        self.attachments.refresh_room()
 
     @Slot()
     def _on_figures_changed(self) -> None:

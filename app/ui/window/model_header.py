@@ -45,15 +45,15 @@ class ModelHeader(QFrame):
 
     Signals:
         model_chosen(Path): a model of the library was picked.
-        remote_chosen(object): a remembered server was picked (a :class:`RemoteChoice`).
+        remote_chosen(RemoteChoice): a remembered server was picked.
         open_requested(): "Open model…" (a file dialog).
         connect_requested(): "Connect to a server…" (the server dialog).
         library_requested(): "Models and downloads…" (the library, with its Hub tab).
         menu_opening(): the picker is about to open (the list may be read again).
     """
 
-    model_chosen = Signal(object)
-    remote_chosen = Signal(object)
+    model_chosen = Signal(Path)
+    remote_chosen = Signal(RemoteChoice)
     open_requested = Signal()
     connect_requested = Signal()
     library_requested = Signal()
@@ -194,7 +194,9 @@ class ModelHeader(QFrame):
             none = menu.addAction(self.tr("No models found yet"))
             none.setEnabled(False)
         for path, card in sorted(self.cards.items(), key=lambda item: item[1].name.lower()):
-            action = menu.addAction(f"{card.name}  ·  {size_text(card.size_bytes)}")
+            # The quantization tells apart two files of one model (their names are one).
+            kind = [card.quantization] if card.quantization else []
+            action = menu.addAction("  ·  ".join([card.name, *kind, size_text(card.size_bytes)]))
             if path == current:
                 action.setIcon(icon("check"))  # the one in use
             action.setToolTip(str(path))

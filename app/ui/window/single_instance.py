@@ -155,7 +155,7 @@ class SingleInstance(QObject):
             bring the window forward).
     """
 
-    arguments_received = Signal(object)
+    arguments_received = Signal(LaunchArguments)
 
     def __init__(self, directory: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)

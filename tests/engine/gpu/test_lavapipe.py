@@ -34,7 +34,7 @@ from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.window.app_dialogs import AppDialogs
 from app.ui.window.main_window import MainWindow
 from tests.support.loop import Loop, run_until
-from tests.ui.test_appearance import Saved
+from tests.support.preferences import Saved
 
 pytestmark = pytest.mark.model
 
