@@ -78,6 +78,9 @@ class EngineOptions:
         projector_fallback: a ``projector`` that cannot be opened leaves the model open for
             text, and the model's info says why (a projector remembered for the model in the
             library); off, it fails the load with its sentence (one asked for on purpose).
+        projector_beside: with no ``projector`` asked for, open an ``mmproj*.gguf`` found
+            beside the model (off: the model opens for text only, its projector chosen as
+            none in the library).
         draft_model: a smaller model of the same vocabulary that writes ahead for this one
             (speculative decoding, :mod:`app.engine.draft_model`; None: none). One of another
             vocabulary is not opened, and the model's info says why.
@@ -100,6 +103,7 @@ class EngineOptions:
     flash_attn: bool = False
     projector: Path | None = None
     projector_fallback: bool = False
+    projector_beside: bool = True
     draft_model: Path | None = None
 
 

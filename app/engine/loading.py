@@ -98,7 +98,7 @@ def open_projector(
     and is logged.
     """
     chosen = options.projector
-    found = chosen or find_projector(path)
+    found = chosen or (find_projector(path) if options.projector_beside else None)
     if found is None or (chosen is None and projector_senses(found) == (False, False)):
         return None, None
     threads = options.n_threads_batch or physical_cores()

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Literal, TypeAlias
 
 from app.engine.errors import ModelLoadError
 from app.engine.model_file import (
@@ -408,6 +409,14 @@ def read_model_card(path: Path, timeout: float = FILE_TIMEOUT_S) -> ModelCard:
 
 PROJECTOR_ARCHITECTURE = "clip"
 """``general.architecture`` of a projector file (llama.cpp's ``convert_hf_to_gguf.py``)."""
+
+
+NO_PROJECTOR: Literal["none"] = "none"
+"""A model's projector chosen as none: it opens for text only, whatever lies beside it."""
+
+ProjectorChoice: TypeAlias = Path | Literal["none"] | None
+"""The projector chosen by hand for a model: a file, :data:`NO_PROJECTOR`, or None (nothing
+chosen: an ``mmproj*.gguf`` beside the model, if any, :func:`find_projector`)."""
 
 
 def find_projector(model: Path) -> Path | None:

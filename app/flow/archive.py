@@ -31,6 +31,7 @@ from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.backup import BACKUP_EVERY
 from app.store.conversation import Conversation
 from app.store.database import WRITES, Database, open_database
+from app.store.picture_sweep import sweep_unreferenced
 from app.store.rescue import is_damage
 from app.trace import TRACE
 
@@ -77,6 +78,10 @@ class Archive:
         database, problem = await loop.run_in_executor(executor, open_database, path)
         # Conversations deleted long enough ago that their Undo is gone are removed for good.
         await loop.run_in_executor(executor, database.purge_deleted)
+        if database.path is not None:
+            # Then the pictures nothing refers to any more (not waited for; in memory, the
+            # file on disk may refer to any).
+            executor.submit(sweep_unreferenced, database.path)
         return cls(database, executor), problem
 
     @property

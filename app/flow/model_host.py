@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine import Backend, BackendOpener, EngineOptions, ModelInfo
+from app.engine.model_card import NO_PROJECTOR, ProjectorChoice
 from app.engine.model_file import readable_name
 from app.engine.prompt_cache import CacheStats
 from app.engine.remote import RemoteEndpoint, RemoteError
@@ -62,9 +63,9 @@ class ModelHost(QObject):
     ) -> None:
         super().__init__(parent)
         self.options = options
-        self.projector_for: Callable[[Path], Path | None] = lambda _model: None
-        """The projector chosen by hand for a model file (None: the one beside it, if any);
-        the composition root reads it from the preferences."""
+        self.projector_for: Callable[[Path], ProjectorChoice] = lambda _model: None
+        """The projector chosen by hand for a model file (a file, none, or None: the one
+        beside it, if any); the composition root reads it from the preferences."""
         self.model: ModelInfo | None = None
         self.threads: ThreadReport | None = None
         """The local model's thread counts (None: no local model yet)."""
@@ -120,7 +121,9 @@ class ModelHost(QObject):
         )
         chosen = self.projector_for(path)
         options = self.options
-        if chosen is not None:
+        if chosen == NO_PROJECTOR:
+            options = replace(options, projector=None, projector_beside=False)
+        elif chosen is not None:
             # Remembered for this model: if it cannot be opened now, the model opens for text.
             options = replace(options, projector=chosen, projector_fallback=True)
         self._worker.load(path, options)

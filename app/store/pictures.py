@@ -13,7 +13,8 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from app.store.paths import data_dir
@@ -94,3 +95,43 @@ def keep_picture_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Pa
                 part.unlink()
         raise
     return digest, path
+
+
+SWEEP_AFTER_S = 3600.0
+"""A picture file no conversation refers to goes once it is this old: one kept for a prompt
+not yet saved, or for an API request still running, is younger."""
+
+
+def sweep_pictures(
+    referenced: Collection[str],
+    folder: Path | None = None,
+    *,
+    older_than: float = SWEEP_AFTER_S,
+    now: float | None = None,
+) -> int:
+    """Remove the kept pictures whose digest is not in ``referenced``; returns how many.
+
+    Pictures stay when a conversation is deleted (another may refer to the same file), and
+    the API server keeps a request's pictures for its encoder: without a sweep the folder only
+    grows. A file younger than ``older_than`` seconds stays, and so does a ``.part`` left by a
+    kill mid-write until it is as old. Errors (a file in use, a read-only folder) leave the
+    file where it is.
+    """
+    root = folder or pictures_dir()
+    cutoff = (time.time() if now is None else now) - older_than
+    removed = 0
+    with contextlib.suppress(OSError):
+        for sub in root.iterdir():
+            if not sub.is_dir() or len(sub.name) != 2:
+                continue  # not one of ours
+            for path in sub.iterdir():
+                # A ".part" is a write cut short: no conversation refers to it.
+                if path.name in referenced or not path.is_file():
+                    continue
+                with contextlib.suppress(OSError):
+                    if path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed += 1
+            with contextlib.suppress(OSError):
+                sub.rmdir()  # only when it is empty now
+    return removed

@@ -105,8 +105,9 @@ class Preferences:
     api_server: ApiServerPreferences = field(default_factory=ApiServerPreferences)
     """Floodgate's own API server."""
     projectors: dict[str, str] = field(default_factory=dict)
-    """Projectors chosen by hand: a model file's path, and its projector's (the library's
-    "Choose projector…"); a model not listed pairs with an ``mmproj*.gguf`` beside it."""
+    """Projectors chosen by hand: a model file's path, and its projector's, or "" for none
+    (text only; the library's Projector menu); a model not listed pairs with an
+    ``mmproj*.gguf`` beside it."""
 
     def remember_model(self, path: str, keep: int = 20) -> None:
         """Put ``path`` first among the recent models."""
@@ -153,10 +154,10 @@ def load_preferences(path: Path | None = None) -> Preferences:
 
 
 def _projectors(raw: object) -> dict[str, str]:
-    """The saved pairs of model and projector; anything that is not two paths is left out."""
+    """The saved pairs of model and projector ("": none); anything else is left out."""
     if not isinstance(raw, dict):
         return {}
-    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str) and k and v}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str) and k}
 
 
 def save_preferences(preferences: Preferences, path: Path | None = None) -> None:

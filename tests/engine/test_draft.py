@@ -300,8 +300,13 @@ def test_greedy_replies_with_drafts_are_the_plain_loops(
     assert report.finish == plain_report.finish
     assert report.draft_kept <= report.drafted
     if name in ("code", "text"):
-        # It copied, drafts were checked, and most were kept.
+        # It copied, drafts were checked (each proposal whole: the gate is open), and most
+        # were kept (measured: 58 of 80 and 37 of 64).
         assert report.draft_kept > report.reply_tokens / 3
+        assert report.draft_kept / report.drafted > 0.5
+    elif name in OPEN:
+        # Text that copies nothing keeps few of its proposals (5 of 159 for "rain").
+        assert report.draft_kept / report.drafted < 0.25
 
 
 @pytest.mark.model

@@ -218,6 +218,25 @@ def test_a_projector_remembered_for_the_model_that_fails_leaves_it_open_for_text
             backend.close()
 
 
+def test_a_projector_beside_the_model_opens_with_it_unless_none_was_chosen(
+    model_path: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "SmolVLM-test-Q4_1.gguf"
+    model.symlink_to(model_path)
+    beside = write_projector(tmp_path / "mmproj-SmolVLM-test-f16.gguf", SHAPE)
+    for options, sees in (
+        (EngineOptions(n_threads=2), True),
+        (EngineOptions(n_threads=2, projector_beside=False), False),
+    ):
+        backend = open_llama(model, options)
+        try:
+            assert backend.info.sees is sees
+            assert backend.info.projector == (beside if sees else None)
+            assert backend.info.projector_problem is None
+        finally:
+            backend.close()
+
+
 def test_a_damaged_projector_is_refused_with_a_sentence(model_path: Path, tmp_path: Path) -> None:
     whole = write_projector(tmp_path / "mmproj-test.gguf", SHAPE).read_bytes()
     damaged = tmp_path / "mmproj-damaged.gguf"

@@ -226,6 +226,25 @@ def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
     run_until(loop, lambda: session.state is ModelState.READY, 10)
     assert opened[-1].projector == projector.resolve()
     assert opened[-1].projector_fallback  # remembered: if it fails later, the model still opens
+
+    # Projector > None: it reads text only, even with a projector in its folder, and the
+    # open model opens again without one.
+    choose_file, none, in_its_folder = library.projector_actions
+    library.table.selectRow(row)
+    loads = len(opened)
+    none.trigger()
+    run_until(loop, lambda: "sees pictures" not in library.table.item(row, 0).text(), 10)
+    assert keeper.preferences.projectors == {str(model_path.resolve()): ""}
+    run_until(loop, lambda: len(opened) > loads and session.state is ModelState.READY, 10)
+    assert opened[-1].projector is None
+    assert not opened[-1].projector_beside
+    # Projector > The one in its folder: the choice is forgotten.
+    in_its_folder.trigger()
+    run_until(loop, lambda: keeper.preferences.projectors == {}, 10)
+    run_until(loop, lambda: len(opened) > loads + 1 and session.state is ModelState.READY, 10)
+    assert opened[-1].projector is None
+    assert opened[-1].projector_beside
+    assert choose_file.text() == "Choose a file…"
     loop.run_until_complete(session.close())
 
 
@@ -235,5 +254,8 @@ def test_chosen_projectors_are_kept_in_the_preferences(tmp_path: Path) -> None:
     file = tmp_path / "preferences.json"
     save_preferences(Preferences(projectors={"/m/model.gguf": "/p/mmproj.gguf"}), file)
     assert load_preferences(file).projectors == {"/m/model.gguf": "/p/mmproj.gguf"}
-    file.write_text('{"projectors": {"/m/a.gguf": 3, "": "/p", "/m/b.gguf": "/p/b.gguf"}}')
-    assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf"}
+    file.write_text(
+        '{"projectors": {"/m/a.gguf": 3, "": "/p", "/m/b.gguf": "/p/b.gguf", "/m/c.gguf": ""}}'
+    )
+    # "" is a projector chosen as none: the model reads text only.
+    assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf", "/m/c.gguf": ""}

@@ -5,13 +5,15 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, SignalInstance, Slot
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -49,12 +51,16 @@ class ModelLibrary(QDialog):
     Signals:
         open_requested(Path): Open (or a double-click) on a model.
         add_requested(): Add a file….
-        projector_requested(Path): Choose projector… for the selected model.
+        projector_requested(Path): Projector > Choose a file… for the selected model.
+        no_projector_requested(Path): Projector > None: it reads text only.
+        projector_reset_requested(Path): Projector > The one in its folder (forget a choice).
     """
 
     open_requested = Signal(Path)
     add_requested = Signal()
     projector_requested = Signal(Path)
+    no_projector_requested = Signal(Path)
+    projector_reset_requested = Signal(Path)
 
     def __init__(
         self,
@@ -118,20 +124,31 @@ class ModelLibrary(QDialog):
         return table
 
     def _build_buttons(self) -> QHBoxLayout:
-        """Add a file…, Choose projector…, Open (the default) and Close."""
+        """Add a file…, Projector (a menu), Open (the default) and Close."""
         self.open_button = QPushButton(self.tr("Open"))
         self.open_button.setDefault(True)
         self.open_button.clicked.connect(lambda: self._open_row(self.table.currentRow()))
         add = QPushButton(self.tr("Add a file…"))
         add.clicked.connect(self.add_requested)
-        self.projector_button = QPushButton(self.tr("Choose projector…"))
+        self.projector_button = QPushButton(self.tr("Projector"))
         self.projector_button.setToolTip(
             self.tr(
-                "The projector (an mmproj file) that lets the selected model see pictures, "
-                "when it is not in the model's folder"
+                "The projector (an mmproj file) that lets the selected model see pictures: "
+                "one chosen by hand, none, or the one in the model's folder"
             )
         )
-        self.projector_button.clicked.connect(self._choose_projector)
+        menu = QMenu(self.projector_button)
+        self.projector_actions: list[QAction] = []
+        """Choose a file…, None, The one in its folder."""
+        for text, signal in (
+            (self.tr("Choose a file…"), self.projector_requested),
+            (self.tr("None: read text only"), self.no_projector_requested),
+            (self.tr("The one in its folder"), self.projector_reset_requested),
+        ):
+            action = menu.addAction(text)
+            action.triggered.connect(lambda _=False, signal=signal: self._for_selected(signal))
+            self.projector_actions.append(action)
+        self.projector_button.setMenu(menu)
         close = QPushButton(self.tr("Close"))
         close.clicked.connect(self.reject)
         for other in (add, self.projector_button, close):
@@ -200,11 +217,10 @@ class ModelLibrary(QDialog):
         found = (self._path(r) for r in range(self.table.rowCount()))
         return [p for p in found if p is not None]
 
-    @Slot()
-    def _choose_projector(self) -> None:
+    def _for_selected(self, signal: SignalInstance) -> None:
         path = self._path(self.table.currentRow())
         if path is not None:
-            self.projector_requested.emit(path)
+            signal.emit(path)
 
     @Slot(int)
     def _open_row(self, row: int) -> None:

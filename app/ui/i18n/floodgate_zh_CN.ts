@@ -1896,14 +1896,6 @@
         <translation>添加文件…</translation>
     </message>
     <message>
-        <source>Choose projector…</source>
-        <translation>选择投影器…</translation>
-    </message>
-    <message>
-        <source>The projector (an mmproj file) that lets the selected model see pictures, when it is not in the model&apos;s folder</source>
-        <translation>让所选模型能看图片的投影器（mmproj 文件），当它不在模型所在的文件夹中时使用</translation>
-    </message>
-    <message>
         <source>Close</source>
         <translation>关闭</translation>
     </message>
@@ -1914,6 +1906,26 @@
     <message>
         <source>Hugging Face Hub</source>
         <translation>Hugging Face Hub</translation>
+    </message>
+    <message>
+        <source>Projector</source>
+        <translation>投影器</translation>
+    </message>
+    <message>
+        <source>The projector (an mmproj file) that lets the selected model see pictures: one chosen by hand, none, or the one in the model&apos;s folder</source>
+        <translation>让所选模型能看图片的投影器（mmproj 文件）：手动选择的、不使用，或模型文件夹中的那个</translation>
+    </message>
+    <message>
+        <source>Choose a file…</source>
+        <translation>选择文件…</translation>
+    </message>
+    <message>
+        <source>None: read text only</source>
+        <translation>不使用：只读文字</translation>
+    </message>
+    <message>
+        <source>The one in its folder</source>
+        <translation>模型文件夹中的那个</translation>
     </message>
     <message>
         <source>in use</source>

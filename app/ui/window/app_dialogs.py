@@ -20,7 +20,9 @@ from shiboken6 import isValid
 from app.engine import ModelInfo
 from app.engine.errors import ModelLoadError
 from app.engine.model_card import (
+    NO_PROJECTOR,
     ModelCard,
+    ProjectorChoice,
     find_models,
     projector_senses,
     read_gguf_header,
@@ -140,15 +142,19 @@ class AppDialogs(QObject):
         library.open_requested.connect(session.open_model)
         library.add_requested.connect(lambda: choose_model_file(self._window, session))
         library.projector_requested.connect(self._ask_for_projector)
+        library.no_projector_requested.connect(lambda m: self.set_projector(m, NO_PROJECTOR))
+        library.projector_reset_requested.connect(lambda m: self.set_projector(m, None))
         library.finished.connect(library.deleteLater)
         library.open()
         self._library = library
         self._spawn(describe_models(library, *self._model_files(), self.projector_for))
 
-    def projector_for(self, model: Path) -> Path | None:
+    def projector_for(self, model: Path) -> ProjectorChoice:
         """The projector chosen by hand for ``model`` (None: the one beside it, if any)."""
         chosen = self._keeper.preferences.projectors.get(str(model.resolve()))
-        return Path(chosen) if chosen else None
+        if chosen is None:
+            return None
+        return Path(chosen) if chosen else NO_PROJECTOR
 
     @Slot(Path)
     def _ask_for_projector(self, model: Path) -> None:
@@ -188,16 +194,28 @@ class AppDialogs(QObject):
                     )
                 )
                 return
-            self._keeper.preferences.projectors[str(model.resolve())] = str(projector.resolve())
-            self._keeper.save()
-            library = self._library
-            if library is not None and isValid(library):
-                await describe_models(library, [], [model], self.projector_for)
-            session = self._session
-            if session.model is not None and session.model.path.resolve() == model.resolve():
-                session.open_model(model)
+            self.set_projector(model, projector.resolve())
 
         self._spawn(check())
+
+    def set_projector(self, model: Path, choice: ProjectorChoice) -> None:
+        """Remember ``choice`` for ``model`` (None: forget it, the one beside it counts again).
+
+        The library shows the model anew; the model, if open, opens again with it.
+        """
+        chosen = self._keeper.preferences.projectors
+        key = str(model.resolve())
+        if choice is None:
+            chosen.pop(key, None)
+        else:
+            chosen[key] = "" if choice == NO_PROJECTOR else str(choice)
+        self._keeper.save()
+        library = self._library
+        if library is not None and isValid(library):
+            self._spawn(describe_models(library, [], [model], self.projector_for))
+        session = self._session
+        if session.model is not None and session.model.path.resolve() == model.resolve():
+            session.open_model(model)
 
     def _say_in_library(self, sentence: str) -> None:
         library = self._library
@@ -355,7 +373,7 @@ async def describe_models(
     library: ModelShelf,
     folders: list[Path],
     recent: list[Path],
-    projector_for: Callable[[Path], Path | None] = lambda _model: None,
+    projector_for: Callable[[Path], ProjectorChoice] = lambda _model: None,
 ) -> None:
     """Fill the model library (or the picker), reading each file's header on a worker thread.
 
@@ -365,7 +383,9 @@ async def describe_models(
         try:
             card = await asyncio.to_thread(read_model_card, path)
             chosen = projector_for(path)
-            if chosen is not None:
+            if chosen == NO_PROJECTOR:
+                card = replace(card, projector=None, sees=False, hears=False)
+            elif chosen is not None:
                 sees, hears = await asyncio.to_thread(projector_senses, chosen)
                 card = replace(card, projector=chosen, sees=sees, hears=hears)
         except ModelLoadError as exc:
