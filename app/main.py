@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -20,7 +19,11 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.crash_record import CRASH_RECORD, LastEnd
-from app.flow.options import add_compute_arguments, compute_from_command_line
+from app.flow.options import (
+    CommandLineSettings,
+    add_compute_arguments,
+    compute_from_command_line,
+)
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.paths import MODEL_VARIABLE, data_dir, default_model_path, prompt_cache_dir
 from app.store.settings import Settings
@@ -133,8 +136,8 @@ def _version() -> str:
         return "unknown"
 
 
-def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
-    """The saved settings, with what the command line says instead where it says something."""
+def settings_from_command_line(args: argparse.Namespace) -> CommandLineSettings:
+    """The settings the command line gives for this run (where it says something)."""
     given = {
         "decode_threads": args.threads,
         "n_ctx": args.ctx,
@@ -142,7 +145,12 @@ def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
         "draft_model": str(args.draft_model) if args.draft_model is not None else None,
     }
     chosen = {k: v for k, v in given.items() if v is not None}
-    return replace(settings, **chosen, **compute_from_command_line(args))
+    return CommandLineSettings({**chosen, **compute_from_command_line(args)})
+
+
+def with_command_line(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The saved settings, with what the command line says instead where it says something."""
+    return settings_from_command_line(args).apply(settings)
 
 
 async def run_window(
@@ -178,11 +186,12 @@ async def run_window(
     archive, archive_problem = await Archive.open()
     session = _new_session(archive, frame_interval)
     settings = keeper.preferences.settings
-    session.use_settings(with_command_line(settings, args))
+    command_line = settings_from_command_line(args)
+    session.use_settings(command_line.apply(settings))
     session.conversation.system_prompt = settings.system_prompt
     appearance = Appearance(app, keeper)
     window = MainWindow(session)
-    AppDialogs(window, keeper, lambda chosen: with_command_line(chosen, args))
+    AppDialogs(window, keeper, command_line)
     serving, server_face = _wire_api_server(session, window, keeper)
     _wire_appearance(appearance, window)
     if archive_problem is not None:

@@ -8,7 +8,7 @@ share field names (and their defaults, :mod:`app.defaults`); conversions go by t
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +131,33 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 (auto) or more, not {value}")
     return value
+
+
+@dataclass
+class CommandLineSettings:
+    """The settings the command line gave for this run, over the saved ones.
+
+    The window shows what is in force (these over the saved settings). A field the user then
+    changes there (Settings, the picker's Draft model) is theirs from then on: its override
+    lets go for the rest of the run, and the new value is saved. A field left as the command
+    line set it keeps its saved value: a flag given for one run is never saved as the user's.
+
+    Attributes:
+        given: the settings the command line set, by name.
+    """
+
+    given: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, saved: Settings) -> Settings:
+        """``saved`` with the command line's settings over it: what is in force."""
+        return replace(saved, **self.given)
+
+    def to_save(self, saved: Settings, chosen: Settings) -> Settings:
+        """What to save when the user chose ``chosen`` (edited from :meth:`apply`'s values)."""
+        left: dict[str, Any] = {}
+        for name, value in list(self.given.items()):
+            if getattr(chosen, name) == value:
+                left[name] = getattr(saved, name)
+            else:
+                del self.given[name]  # changed in the window: the user's from now on
+        return replace(chosen, **left)

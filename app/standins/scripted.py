@@ -77,9 +77,12 @@ class ScriptedBackend:
         """Metadata of the pretend model."""
         return self._info
 
-    def reopen(self, path: Path) -> None:
-        """Be the model at ``path`` (named after it), open again after :meth:`close`."""
-        self._info = replace(self._info, path=path, name=path.stem)
+    def reopen(self, path: Path, draft_model: Path | None = None) -> None:
+        """Be the model at ``path`` (named after it), open again after :meth:`close`.
+
+        A ``draft_model`` asked for is said to write ahead (none is opened).
+        """
+        self._info = replace(self._info, path=path, name=path.stem, draft_model=draft_model)
         self.closed = False
 
     def count_tokens(self, text: str) -> int:
@@ -168,7 +171,7 @@ def scripted_opener(backend: ScriptedBackend) -> BackendOpener:
     """Return a :data:`~app.engine.backend.BackendOpener` that always opens ``backend``."""
 
     def open_model(path: Path, options: EngineOptions) -> ScriptedBackend:
-        backend.reopen(path)
+        backend.reopen(path, options.draft_model)
         return backend
 
     return open_model

@@ -338,7 +338,7 @@ def test_the_model_picker_offers_the_servers_used_lately_and_connects_to_one(
     qtbot.addWidget(window)
     window.show()
     keeper = Saved(kept)
-    AppDialogs(window, keeper, lambda settings: settings)
+    AppDialogs(window, keeper)
     header = window.header
     header.menu.popup(header.picker.mapToGlobal(QPoint(0, header.picker.height())))
     qtbot.waitUntil(header.menu.isVisible)

@@ -42,7 +42,7 @@ def shown_window(qtbot: QtBot) -> tuple[ChatSession, MainWindow, AppDialogs]:
     window = MainWindow(session)
     qtbot.addWidget(window)
     window.show()
-    return session, window, AppDialogs(window, Saved(), lambda settings: settings)
+    return session, window, AppDialogs(window, Saved())
 
 
 def cell(table: object, row: int, column: int) -> str:

@@ -197,7 +197,7 @@ def test_a_projector_chosen_by_hand_pairs_with_its_model_and_is_remembered(
     window = MainWindow(session)
     qtbot.addWidget(window)
     keeper = Saved()
-    dialogs = AppDialogs(window, keeper, lambda settings: settings)
+    dialogs = AppDialogs(window, keeper)
     dialogs.open_library()
     library = window.findChild(ModelLibrary)
     assert library is not None

@@ -7,7 +7,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDialogButtonBox, QLineEdit, QSpinBox
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialogButtonBox,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QSpinBox,
+)
 from pytestqt.qtbot import QtBot
 
 from app import defaults, serve
@@ -336,7 +345,8 @@ def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
     session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
     window = MainWindow(session)
     qtbot.addWidget(window)
-    dialogs = AppDialogs(window, Saved(), lambda settings: settings)
+    keeper = Saved()
+    dialogs = AppDialogs(window, keeper)
     run_until(loop, lambda: not dialogs._scanning)
     big = tmp_path / "Family-7B.gguf"
     session.open_model(big)
@@ -375,4 +385,82 @@ def test_the_window_offers_as_draft_models_those_of_the_open_models_vocabulary(
         "Family-1B  ·  Q4_0  ·  900 MB",
     ]
     dialog.reject()
+
+    # The header's picker offers the same, under Draft model, with the one in force ticked;
+    # choosing one applies and saves the setting, and the model opens again with it.
+    def draft_menu() -> list[QAction]:
+        window.header.menu.aboutToShow.emit()  # as the picker opens
+        submenu = window.header.menu.findChild(QMenu, "draftMenu")
+        assert submenu is not None
+        return submenu.actions()
+
+    actions = draft_menu()
+    assert [a.text() for a in actions] == offered
+    assert [a.isChecked() for a in actions] == [True, False, False]
+    actions[1].trigger()
+    small = str(tmp_path / "Family-0.5B.gguf")
+    assert keeper.preferences.settings.draft_model == small
+    run_until(loop, lambda: session.model is not None and session.model.draft_model is not None)
+    assert [a.isChecked() for a in draft_menu()] == [False, True, False]
+    draft_menu()[0].trigger()  # None
+    run_until(loop, lambda: session.model is not None and session.model.draft_model is None)
+    assert keeper.preferences.settings.draft_model == ""
+    loop.run_until_complete(session.close())
+
+
+def test_settings_from_the_command_line_show_in_force_and_are_saved_only_when_changed(
+    qtbot: QtBot, loop: Loop
+) -> None:
+    from app.main import settings_from_command_line
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
+    from tests.support.loop import run_until
+    from tests.support.preferences import Saved
+
+    session = ChatSession(scripted_opener(ScriptedBackend(["Hi"])))
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    keeper = Saved()
+    command_line = settings_from_command_line(
+        build_parser().parse_args(["--prompt-lookup", "--threads", "1"])
+    )
+    session.use_settings(command_line.apply(keeper.preferences.settings))
+    dialogs = AppDialogs(window, keeper, command_line)
+    run_until(loop, lambda: not dialogs._scanning)  # the picker's first scan, on its thread
+
+    def settings_dialog() -> SettingsDialog:
+        dialogs.open_settings()
+        dialog = window.findChildren(SettingsDialog)[-1]
+        qtbot.addWidget(dialog)
+        return dialog
+
+    # Shown as in force, and marked as the command line's.
+    dialog = settings_dialog()
+    lookup = dialog.editors["prompt_lookup"]
+    assert isinstance(lookup, QCheckBox)
+    assert lookup.isChecked()
+    marked = [label for label in dialog.findChildren(QLabel) if "(command line)" in label.text()]
+    assert len(marked) == 2  # the guessing ahead and the decode threads
+    # OK with them as shown: in force still, and the saved settings are not the flags'.
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    assert keeper.preferences.settings.prompt_lookup is False
+    assert keeper.preferences.settings.decode_threads == 0
+    assert session.host.options.prompt_lookup is True
+    assert session.host.options.n_threads == 1
+    # Unticked in the window: the user's choice from now on, in force and saved.
+    dialog = settings_dialog()
+    lookup = dialog.editors["prompt_lookup"]
+    assert isinstance(lookup, QCheckBox)
+    lookup.setChecked(False)
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    assert session.host.options.prompt_lookup is False
+    assert session.host.options.n_threads == 1  # still the command line's
+    assert set(command_line.given) == {"decode_threads"}
+    dialog = settings_dialog()
+    lookup = dialog.editors["prompt_lookup"]
+    assert isinstance(lookup, QCheckBox)
+    lookup.setChecked(True)
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    assert keeper.preferences.settings.prompt_lookup is True  # chosen here: saved
+    assert session.host.options.prompt_lookup is True
     loop.run_until_complete(session.close())

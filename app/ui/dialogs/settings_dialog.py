@@ -52,6 +52,8 @@ class SettingsDialog(QDialog):
             not known, or no local model).
         drafts: the models the "Draft model" choice offers (those of the open model's
             vocabulary), as (file, name).
+        from_command_line: the fields whose values the command line set for this run (each
+            is marked so; changed here, it is the user's from then on).
 
     Signals:
         settings_chosen(Settings): OK was pressed with valid values.
@@ -73,6 +75,7 @@ class SettingsDialog(QDialog):
         placement: str = "",
         parallel: int = 0,
         drafts: Sequence[tuple[str, str]] = (),
+        from_command_line: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -85,6 +88,7 @@ class SettingsDialog(QDialog):
         self._devices = devices
         self._parallel = parallel
         self._drafts = drafts
+        self._from_command_line = from_command_line
         forms = self._build_sections(settings)
         self._build_compute_lines(forms, placement, threads)
         self.note = QLabel(
@@ -109,8 +113,17 @@ class SettingsDialog(QDialog):
         for field in self._fields:
             form = forms.setdefault(field.section, QFormLayout())
             label = QLabel(QCoreApplication.translate("Floodgate", field.label))
-            if field.help:
-                label.setToolTip(QCoreApplication.translate("Floodgate", field.help))
+            tip = [QCoreApplication.translate("Floodgate", field.help)] if field.help else []
+            if field.name in self._from_command_line:
+                label.setText(self.tr("{label} (command line)").format(label=label.text()))
+                tip.insert(
+                    0,
+                    self.tr(
+                        "Set on the command line for this run; changed here, your choice "
+                        "applies and is saved."
+                    ),
+                )
+            label.setToolTip("\n\n".join(tip))
             form.addRow(label, self._editor(field, settings))
         self.sections = QTabWidget(self)
         self.sections.setObjectName("settingsSections")

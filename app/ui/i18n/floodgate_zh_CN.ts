@@ -1852,6 +1852,18 @@
         <source>Models and downloads…</source>
         <translation>模型与下载…</translation>
     </message>
+    <message>
+        <source>Draft model</source>
+        <translation>草稿模型</translation>
+    </message>
+    <message>
+        <source>None</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>The open model writes every word itself, checking none ahead</source>
+        <translation>由当前模型自己写出每个词，不预先核对</translation>
+    </message>
 </context>
 <context>
     <name>ModelLibrary</name>
@@ -2026,6 +2038,14 @@
     <message>
         <source>Compute and memory settings apply when the model is opened again.</source>
         <translation>计算和内存设置在重新打开模型后生效。</translation>
+    </message>
+    <message>
+        <source>{label} (command line)</source>
+        <translation>{label}（命令行）</translation>
+    </message>
+    <message>
+        <source>Set on the command line for this run; changed here, your choice applies and is saved.</source>
+        <translation>本次运行由命令行设定；在此更改后，你的选择会生效并被保存。</translation>
     </message>
     <message>
         <source>Measure decode threads again</source>

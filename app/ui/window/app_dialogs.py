@@ -32,10 +32,11 @@ from app.engine.model_card import (
 from app.engine.placement import gpu_budget
 from app.engine.remote import RemoteEndpoint, RemoteError
 from app.flow.hub_downloads import DownloadRow, HubDownloads
+from app.flow.options import CommandLineSettings
 from app.flow.preferences import PreferencesKeeper
 from app.flow.remote_model import RemoteModel
 from app.flow.words import say, say_sentence
-from app.sentence import QT_TRANSLATE_NOOP, size_text
+from app.sentence import QT_TRANSLATE_NOOP
 from app.store.paths import PROJECT_DIR, data_dir
 from app.store.secrets import load_api_key, save_api_key
 from app.store.settings import Settings
@@ -45,7 +46,7 @@ from app.ui.dialogs.remote_dialog import RemoteDialog
 from app.ui.dialogs.settings_dialog import SettingsDialog
 from app.ui.look.style import follow_theme
 from app.ui.window.main_window import MainWindow
-from app.ui.window.model_header import RemoteChoice
+from app.ui.window.model_header import RemoteChoice, card_label
 
 
 class AppDialogs(QObject):
@@ -54,20 +55,20 @@ class AppDialogs(QObject):
     Args:
         window: the main window (its menus ask for the dialogs).
         keeper: the preferences, where chosen settings, models and servers are remembered.
-        command_line: the settings with the command line's overrides applied over them.
+        command_line: the settings the command line gave for this run (none: none).
     """
 
     def __init__(
         self,
         window: MainWindow,
         keeper: PreferencesKeeper,
-        command_line: Callable[[Settings], Settings],
+        command_line: CommandLineSettings | None = None,
     ) -> None:
         super().__init__(window)
         self._window = window
         self._session = window.session
         self._keeper = keeper
-        self._command_line = command_line
+        self._command_line = command_line or CommandLineSettings()
         self._tasks: set[asyncio.Future[object]] = set()
         self._hub: HubDownloads | None = None
         self._library: ModelLibrary | None = None
@@ -80,6 +81,7 @@ class AppDialogs(QObject):
         header = window.header
         header.menu_opening.connect(self.fill_picker)
         header.remote_chosen.connect(self._connect_remembered)
+        header.draft_chosen.connect(self._choose_draft)
         self.fill_picker()
         # Downloads an earlier run left unfinished come back now, not when the library first
         # opens: the ones that were running go on, and the status line shows them.
@@ -93,41 +95,38 @@ class AppDialogs(QObject):
         model = self._session.model
         placement = model.placement if model is not None else None
         dialog = SettingsDialog(
-            self._keeper.preferences.settings,
+            self._command_line.apply(self._keeper.preferences.settings),  # what is in force
             self._window,
             threads=self._session.metrics.threads,
             devices=[(d.name, d.description) for d in placement.devices] if placement else (),
             placement=say_sentence(placement.details()) if placement else "",
             parallel=model.parallel if model is not None else 0,
-            drafts=self._drafts(model.path if model is not None else None),
+            drafts=self._drafts(),
+            from_command_line=frozenset(self._command_line.given),
         )
         dialog.settings_chosen.connect(self._choose_settings)
         dialog.measure_threads.connect(self._session.measure_threads)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    def _drafts(self, model: Path | None) -> list[tuple[str, str]]:
-        """The models found (the picker's) that can draft for ``model``: its vocabulary's."""
-        cards = self._window.header.cards
-        card = cards.get(model.resolve()) if model is not None else None
-        if card is None or not card.vocabulary:
-            return []
-        return [
-            (
-                str(path),
-                "  ·  ".join(
-                    filter(None, (other.name, other.quantization, size_text(other.size_bytes)))
-                ),
-            )
-            for path, other in sorted(cards.items(), key=lambda item: item[1].size_bytes)
-            if other.vocabulary == card.vocabulary and path != card.path.resolve()
-        ]
+    def _drafts(self) -> list[tuple[str, str]]:
+        """The models found (the picker's) that can draft for the open one: its vocabulary's."""
+        return [(str(card.path), card_label(card)) for card in self._window.header.drafts()]
 
-    def _choose_settings(self, settings: Settings) -> None:
+    @Slot(str)
+    def _choose_draft(self, path: str) -> None:
+        """The picker's Draft model: the setting of that name, applied and remembered."""
+        in_force = self._command_line.apply(self._keeper.preferences.settings)
+        self._choose_settings(replace(in_force, draft_model=path))
+
+    def _choose_settings(self, chosen: Settings) -> None:
+        """Apply ``chosen`` (edited from what is in force) and save what is the user's."""
+        command_line = self._command_line
+        settings = command_line.to_save(self._keeper.preferences.settings, chosen)
         self._keeper.preferences.settings = settings
         self._keeper.save()
         session = self._session
-        if session.use_settings(self._command_line(settings)) and session.model:
+        if session.use_settings(command_line.apply(settings)) and session.model:
             session.open_model(session.model.path)  # context and threads apply on load
 
     # -- models ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal, SignalInstance
-from PySide6.QtGui import QAction, QResizeEvent
+from PySide6.QtGui import QAction, QActionGroup, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -40,6 +40,14 @@ class RemoteChoice:
     model: str
 
 
+def card_label(card: ModelCard) -> str:
+    """A model as a list shows it: its name, its quantization and its size.
+
+    The quantization tells apart two files of one model (their names are one).
+    """
+    return "  ·  ".join(filter(None, (card.name, card.quantization, size_text(card.size_bytes))))
+
+
 class ModelHeader(QFrame):
     """The model in use (a button that opens the picker), what it is, and the chat's title.
 
@@ -50,6 +58,8 @@ class ModelHeader(QFrame):
         connect_requested(): "Connect to a server…" (the server dialog).
         library_requested(): "Models and downloads…" (the library, with its Hub tab).
         menu_opening(): the picker is about to open (the list may be read again).
+        draft_chosen(str): Draft model > a model of the open one's vocabulary, by its path
+            ("" for none), to write ahead for it (the setting of that name).
     """
 
     model_chosen = Signal(Path)
@@ -58,6 +68,7 @@ class ModelHeader(QFrame):
     connect_requested = Signal()
     library_requested = Signal()
     menu_opening = Signal()
+    draft_chosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -164,6 +175,21 @@ class ModelHeader(QFrame):
             facts.append(senses)
         return " · ".join(facts)
 
+    def drafts(self) -> list[ModelCard]:
+        """The models listed that can draft for the open one: its vocabulary's, smallest first.
+
+        The tokenizer decides, not the name (a draft proposes token ids the model checks).
+        """
+        info = self.model
+        card = self.cards.get(info.path.resolve()) if info is not None else None
+        if card is None or not card.vocabulary:
+            return []  # a remote, or a model not read yet
+        return [
+            other
+            for path, other in sorted(self.cards.items(), key=lambda item: item[1].size_bytes)
+            if other.vocabulary == card.vocabulary and path != card.path.resolve()
+        ]
+
     @staticmethod
     def _where_details(info: ModelInfo) -> str:
         """Where the model runs and why, with what went wrong on the way (the tooltip)."""
@@ -194,13 +220,12 @@ class ModelHeader(QFrame):
             none = menu.addAction(self.tr("No models found yet"))
             none.setEnabled(False)
         for path, card in sorted(self.cards.items(), key=lambda item: item[1].name.lower()):
-            # The quantization tells apart two files of one model (their names are one).
-            kind = [card.quantization] if card.quantization else []
-            action = menu.addAction("  ·  ".join([card.name, *kind, size_text(card.size_bytes)]))
+            action = menu.addAction(card_label(card))
             if path == current:
                 action.setIcon(icon("check"))  # the one in use
             action.setToolTip(str(path))
             action.triggered.connect(lambda _=False, chosen=path: self.model_chosen.emit(chosen))
+        self._add_drafts(menu)
         menu.addSection(self.tr("Servers"))
         for server in self.remotes:
             label = self.tr("{model} on {url}").format(model=server.model, url=server.url)
@@ -210,6 +235,30 @@ class ModelHeader(QFrame):
         menu.addSeparator()
         self._add(menu, "folder-open", self.tr("Open model…"), self.open_requested)
         self._add(menu, "download", self.tr("Models and downloads…"), self.library_requested)
+
+    def _add_drafts(self, menu: QMenu) -> None:
+        """Draft model: None and each model that can write ahead for the open one, if any."""
+        drafts = self.drafts()
+        if not drafts or self.model is None:
+            return
+        submenu = menu.addMenu(self.tr("Draft model"))
+        submenu.setObjectName("draftMenu")
+        submenu.setToolTipsVisible(True)
+        drafting = self.model.draft_model.resolve() if self.model.draft_model else None
+        group = QActionGroup(submenu)
+        choices = [(None, self.tr("None")), *((card.path, card_label(card)) for card in drafts)]
+        for path, text in choices:
+            action = submenu.addAction(text)
+            action.setCheckable(True)
+            action.setChecked(path is None if drafting is None else path == drafting)
+            action.setToolTip(
+                str(path)
+                if path
+                else self.tr("The open model writes every word itself, checking none ahead")
+            )
+            group.addAction(action)
+            chosen = str(path) if path else ""
+            action.triggered.connect(lambda _=False, chosen=chosen: self.draft_chosen.emit(chosen))
 
     @staticmethod
     def _add(menu: QMenu, name: str, text: str, signal: SignalInstance) -> QAction:

@@ -338,7 +338,7 @@ def test_the_header_and_settings_say_where_the_model_runs(
     facts = window.header.facts.text()
     assert "GPU · 31 of 31 layers" in facts
     assert "llvmpipe" in window.header.facts.toolTip()
-    AppDialogs(window, Saved(), lambda settings: settings).open_settings()
+    AppDialogs(window, Saved()).open_settings()
     dialog = window.findChild(SettingsDialog)
     assert dialog is not None
     qtbot.waitExposed(dialog)
