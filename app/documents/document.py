@@ -10,7 +10,7 @@ from typing import Final, Literal
 
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
-Kind = Literal["text", "code", "markdown", "csv", "json", "html", "pdf", "picture"]
+Kind = Literal["text", "code", "markdown", "csv", "json", "html", "pdf", "picture", "sound"]
 KINDS: Final[tuple[Kind, ...]] = (
     "text",
     "code",
@@ -20,9 +20,14 @@ KINDS: Final[tuple[Kind, ...]] = (
     "html",
     "pdf",
     "picture",
+    "sound",
 )
-"""What an attachment is. A ``picture`` has no text: its file is kept by its ``digest``
-(the data folder's ``pictures/``) and goes to a model that sees through its projector."""
+"""What an attachment is. A ``picture`` and a ``sound`` have no text: the file is kept by its
+``digest`` (the data folder's ``pictures/`` or ``sounds/``) and goes to a model that sees or
+hears through its projector."""
+
+MEDIA_KINDS: Final = frozenset(("picture", "sound"))
+"""The kinds whose file is kept by digest and read by a projector, not as text."""
 
 
 NOT_FOUND: Final = QT_TRANSLATE_NOOP(
@@ -143,6 +148,16 @@ class Attachment:
         """A picture (its file kept by digest), not a text."""
         return self.kind == "picture"
 
+    @property
+    def is_sound(self) -> bool:
+        """A sound (its file kept by digest), not a text."""
+        return self.kind == "sound"
+
+    @property
+    def is_media(self) -> bool:
+        """A picture or a sound: a file a projector reads, kept by digest."""
+        return self.kind in MEDIA_KINDS
+
     @classmethod
     def from_document(cls, document: Document, tokens: int | None) -> Attachment:
         """The attachment of ``document``, which costs ``tokens`` in the prompt."""
@@ -158,7 +173,7 @@ class Attachment:
     def to_dict(self) -> dict[str, object]:
         """The attachment as JSON-ready data (keys are the attribute names).
 
-        ``digest`` only for a picture: a text's data is what it was before pictures existed.
+        ``digest`` only for a picture or a sound: a text's data is what it was before.
         """
         data = asdict(self)
         if data["digest"] is None:
@@ -188,8 +203,8 @@ class Attachment:
             digest = data.get("digest")
             if digest is not None and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
                 raise ValueError("an attachment's digest is 64 hexadecimal digits")
-            if kind == "picture" and digest is None:
-                raise ValueError("a picture has a digest")
+            if kind in MEDIA_KINDS and digest is None:
+                raise ValueError(f"a {kind} has a digest")
             return cls(
                 name=name,
                 kind=kind,

@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Final
 
-from app.documents.document import NO_ROOM, Attachment, Document, DocumentError, language_of
+from app.documents.document import (
+    MEDIA_KINDS,
+    NO_ROOM,
+    Attachment,
+    Document,
+    DocumentError,
+    language_of,
+)
 
 CUT_MARKER: Final = "[cut: the first {kept} of {full} tokens of {name}; the rest is left out]"
 """What the model reads after a cut attachment. It is for the model, so it stays English."""
@@ -51,8 +58,8 @@ def fenced_for_prompt(document: Document | Attachment) -> str:
 
 def content_with_attachments(attachments: Iterable[Document | Attachment], question: str) -> str:
     """A user turn's content: each attachment fenced, in order, then the question."""
-    # A picture is not text: it reaches a model that sees through its projector.
-    parts = [fenced_for_prompt(a) for a in attachments if a.kind != "picture"]
+    # A picture or a sound is not text: it reaches the model through its projector.
+    parts = [fenced_for_prompt(a) for a in attachments if a.kind not in MEDIA_KINDS]
     parts.append(question)
     return "\n\n".join(parts)
 

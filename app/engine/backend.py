@@ -13,6 +13,7 @@ from app.engine.devices import ComputeDevice
 from app.engine.fit import Why
 from app.engine.pictures import Picture
 from app.engine.prompt_cache import CacheStats
+from app.engine.sounds import Sound
 from app.engine.stop import StopSignal
 from app.roles import Role
 from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
@@ -27,6 +28,9 @@ class ChatMessage(TypedDict):
     content: str
     pictures: NotRequired[tuple[Picture, ...]]
     """Pictures shown with the turn (for a model that sees), placed before its text."""
+    sounds: NotRequired[tuple[Sound, ...]]
+    """Sounds played with the turn (for a model that hears), placed after its pictures and
+    before its text."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,8 @@ class EngineOptions:
             them and sums in another order (README, the ``speculative`` section).
         flash_attn: llama.cpp's flash attention (off: llama-cpp-python's default; on this
             2-core CPU it decodes about 16 % slower at a 1,000-token context).
-        projector: the model's projector (``mmproj-*.gguf``), which lets it see pictures
-            (None: text only).
+        projector: the model's projector (``mmproj-*.gguf``), which lets it see pictures or
+            hear sounds (None: text only).
         projector_fallback: a ``projector`` that cannot be opened leaves the model open for
             text, and the model's info says why (a projector remembered for the model in the
             library); off, it fails the load with its sentence (one asked for on purpose).
@@ -341,8 +345,11 @@ class GenerationReport:
             :mod:`app.engine.draft`; live).
         draft_kept: of those, the ones the model sampled too: each saved a call.
         looking: the model's projector is encoding a picture of the prompt now (live).
+        listening: the model's projector is encoding a sound of the prompt now (live).
         pictures_encoded: pictures of the prompt encoded for this reply (the others were
             kept from before, encoded or in the KV cache).
+        sounds_encoded: sounds of the prompt encoded for this reply, each counted once
+            whatever its 30-second windows (the others were kept from before).
     """
 
     finish: FinishReason = "done"
@@ -366,7 +373,9 @@ class GenerationReport:
     drafted: int = 0
     draft_kept: int = 0
     looking: bool = False
+    listening: bool = False
     pictures_encoded: int = 0
+    sounds_encoded: int = 0
 
     def end(self, stopped: bool) -> None:
         """The reply's computation ended: the one place that says when, and whether Stop ended it.

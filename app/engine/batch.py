@@ -77,7 +77,7 @@ class SequenceHost(Protocol):
     def render_prompt(
         self, messages: Sequence[ChatMessage], stop: StopSignal, plain: str | None
     ) -> tuple[list[int], tuple[str, ...], MediaPrompt | None]:
-        """The prompt's token ids, the strings that end its reply, its pictures (raises)."""
+        """The prompt's token ids, the strings that end its reply, its media (raises)."""
         ...
 
     def feed_picture(
@@ -88,7 +88,7 @@ class SequenceHost(Protocol):
         position: int,
         stop: StopSignal,
     ) -> tuple[int, int]:
-        """Put the picture at ``position`` into ``sequence``: llama_decode's code, positions."""
+        """Put the picture or sound chunk at ``position`` into ``sequence``: code, positions."""
         ...
 
     def drafter(self, prompt: list[int], seq_id: int) -> Drafter | None:
@@ -305,12 +305,12 @@ class BatchDecoder:
         assert sequence is not None
         done = len(sequence.tokens)
         if reading.media is not None and reading.prompt[done] < 0:
-            # A picture: encoded (or kept) and decoded for this sequence alone, whole.
+            # A picture or a sound's chunk: encoded (or kept), decoded for this sequence alone.
             try:
                 code, n = self._host.feed_picture(
                     reading.media, sequence, reading.report, done, reading.stop
                 )
-            except Exception as exc:  # a picture that cannot be read ends its reply alone
+            except Exception as exc:  # media that cannot be read end their reply alone
                 sequence.discard_uncounted()
                 if not record_failure(exc, reading.report, self._n_ctx):
                     raise

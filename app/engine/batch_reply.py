@@ -58,7 +58,7 @@ class BatchedReply:
         self.sequence: KvSequence | None = None
         self.prompt: list[int] = []
         self.media: MediaPrompt | None = None
-        """Its prompt's pictures (None: text only), freed when it ends."""
+        """Its prompt's pictures and sounds (None: text only), freed when it ends."""
         self.sampler: Any = None
         self.stops = StopStrings(())
         self.decoder = new_text_decoder()
@@ -194,7 +194,7 @@ class BatchedReply:
         return not self.held
 
     def leave(self) -> None:
-        """It leaves the batch: no more Stop listening, proposals or pauses; pictures freed."""
+        """It leaves the batch: no more Stop listening, proposals or pauses; media freed."""
         self.stop_listening()
         # Proposals not kept when it ended (a Stop, the end of text, a stop string, its length).
         self.forget_checked()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from app.engine.backend import ChatMessage
+from app.engine.sounds import Sound
 
 TEMPLATE_OVERHEAD = 8
 """Tokens a chat template adds around each turn (role markers, separators), a safe estimate."""
@@ -24,6 +25,7 @@ def fit_to_context(
     count: Callable[[str], int],
     budget: int,
     picture_tokens: int = 0,
+    sound_tokens: Callable[[Sound], int] | None = None,
 ) -> tuple[list[ChatMessage], int]:
     """Leave out the oldest turns until the prompt fits in ``budget`` tokens.
 
@@ -32,7 +34,10 @@ def fit_to_context(
     without its question.
 
     A turn's pictures count ``picture_tokens`` each (the positions one takes in the prompt,
-    as the model's projector lays it out).
+    as the model's projector lays it out), its sounds ``sound_tokens(sound)`` each (a sound's
+    length decides its positions: the backend's ``sound_tokens``, as laid out before or
+    reckoned from its header; None: the model cannot hear, its sounds are left out and count
+    nothing).
 
     Returns:
         The turns to send, and how many were left out.
@@ -41,7 +46,10 @@ def fit_to_context(
         PromptTooLongError: the system prompt and the newest turn alone exceed ``budget``.
     """
     sizes = [
-        count(m["content"]) + TEMPLATE_OVERHEAD + picture_tokens * len(m.get("pictures", ()))
+        count(m["content"])
+        + TEMPLATE_OVERHEAD
+        + picture_tokens * len(m.get("pictures", ()))
+        + (sum(sound_tokens(s) for s in m.get("sounds", ())) if sound_tokens is not None else 0)
         for m in messages
     ]
     system = [i for i, m in enumerate(messages) if m["role"] == "system"]

@@ -7,6 +7,7 @@ from app.engine.chat_template import TemplateError
 from app.engine.generation import DecodeFailedError, GrammarError
 from app.engine.pictures import PictureError
 from app.engine.projector import ProjectorError
+from app.engine.sounds import SoundError
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 
@@ -20,6 +21,7 @@ ENGINE_ERRORS = (
     GrammarError,
     DecodeFailedError,
     PictureError,
+    SoundError,
     ProjectorError,
 )
 """What the engine raises for a reply that cannot go on: each ends it with a sentence."""
@@ -55,7 +57,7 @@ def record_failure(exc: Exception, report: GenerationReport, n_ctx: int) -> bool
         report.error = Sentence(
             QT_TRANSLATE_NOOP("Floodgate", "The model failed: {reason}"), {"reason": exc}
         )
-    elif isinstance(exc, (PictureError, ProjectorError)):
+    elif isinstance(exc, (PictureError, SoundError, ProjectorError)):
         report.finish = "error"
         report.error = exc.sentence
     else:

@@ -43,6 +43,7 @@ from app.engine.prompt_cache import CacheStats, PromptCache
 from app.engine.prompt_format import PromptFormat
 from app.engine.reply_prompt import ReplyPrompts
 from app.engine.sequence import KvSequence
+from app.engine.sounds import Sound
 from app.engine.stop import StopSignal
 from app.sentence import Sentence
 
@@ -114,7 +115,7 @@ class LlamaBackend:
         options: how it was opened (chunked prefill, n_batch).
         cache: where processed prompts are kept per conversation (None: nowhere).
         placement: where it runs (None: the CPU).
-        projector: what lets the model see pictures (None: text only).
+        projector: what lets the model see pictures or hear sounds (None: text only).
     """
 
     def __init__(
@@ -155,7 +156,7 @@ class LlamaBackend:
         """The model that writes ahead for this one (None: none; see :meth:`open_draft`)."""
         self._prompt = PromptFormat(llm, path)
         self.projector = projector
-        """What lets the model see pictures (None: text only)."""
+        """What lets the model see pictures or hear sounds (None: text only)."""
         self._prompts = ReplyPrompts(llm, projector, self._prompt, self._n_ctx)
         self._closed = False
         self.batch: BatchDecoder | None = None
@@ -185,6 +186,15 @@ class LlamaBackend:
         """The positions a picture takes in a prompt, as far as known (0: it cannot see)."""
         projector = self.projector
         return projector.tokens_per_picture if projector is not None and projector.sees else 0
+
+    def sound_tokens(self, sound: Sound) -> int:
+        """The positions ``sound`` takes in a prompt, as far as known (0: it cannot hear).
+
+        As the projector laid it out before, else reckoned from its length: a window per
+        started 30 seconds, each of the positions a window took here (750 before one was).
+        """
+        projector = self.projector
+        return projector.sound_tokens(sound) if projector is not None and projector.hears else 0
 
     @property
     def native_model(self) -> Any:
@@ -229,7 +239,7 @@ class LlamaBackend:
         except ENGINE_ERRORS as exc:
             record_failure(exc, report, self._n_ctx)
         finally:
-            report.looking = False
+            report.looking = report.listening = False
             remove_encoder_listener()
             if self._on_gpu:
                 # Work the device still runs (queued before Stop was seen) is computation:
@@ -242,7 +252,7 @@ class LlamaBackend:
     def render_prompt(
         self, messages: Sequence[ChatMessage], stop: StopSignal, plain: str | None
     ) -> tuple[list[int], tuple[str, ...], MediaPrompt | None]:
-        """The prompt's token ids, the strings that end its reply, and its pictures (or None).
+        """The prompt's token ids, the strings that end its reply, and its media (or None).
 
         Raises what :meth:`ReplyPrompts.render` raises for a prompt that cannot be.
         """
@@ -257,7 +267,7 @@ class LlamaBackend:
         position: int,
         stop: StopSignal,
     ) -> tuple[int, int]:
-        """Put the picture starting at ``position`` into ``sequence`` (for the batch)."""
+        """Put the picture or sound chunk at ``position`` into ``sequence`` (for the batch)."""
         return self._prompts.feed(media, sequence, report, position, stop)
 
     def _reply_to(
@@ -308,7 +318,8 @@ class LlamaBackend:
     def drafter(self, prompt: list[int], seq_id: int = 0) -> Drafter | None:
         """This reply's drafts: the draft model's, else the context's if asked for, else none.
 
-        A prompt with pictures is drafted from the context only (a draft model cannot see).
+        A prompt with pictures or sounds is drafted from the context only (a draft model
+        cannot see or hear them).
         """
         draft = self.draft_model
         if draft is not None and min(prompt, default=0) >= 0:

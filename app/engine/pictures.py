@@ -14,6 +14,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from app.engine.media import KeptFile, MediaError
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 MAX_PIXELS = 40_000_000
@@ -23,26 +24,13 @@ KINDS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
 """The formats Floodgate reads (Pillow's names)."""
 
 
-class PictureError(Exception):
+class PictureError(MediaError):
     """A picture that cannot be used, with the sentence that says why."""
-
-    def __init__(self, sentence: Sentence) -> None:
-        super().__init__(str(sentence))
-        self.sentence = sentence
 
 
 @dataclass(frozen=True)
-class Picture:
-    """A picture in a conversation.
-
-    Attributes:
-        digest: the SHA-256 of the file's bytes (hex): its name in the data folder, and the
-            key of its encoded embeddings.
-        path: the file.
-    """
-
-    digest: str
-    path: Path
+class Picture(KeptFile):
+    """A picture in a conversation (its digest and file: :class:`KeptFile`)."""
 
 
 def digest_of(data: bytes) -> str:

@@ -1,27 +1,30 @@
-"""A model's projector: what lets it see pictures (libmtmd), read once, and stopped inside.
+"""A model's projector: what lets it see pictures and hear sounds (libmtmd), read once, stopped.
 
-A vision model is two files: the text model and its projector (``mmproj-*.gguf``), an image
-encoder whose output is a run of embeddings in the text model's width. libmtmd (llama.cpp's
-``tools/mtmd``, bound by llama-cpp-python's ``mtmd_cpp``) splits a prompt that holds media
-markers into chunks: text (token ids) and images (a run of positions that the encoder's
-embeddings fill).
+A vision or audio model is two files: the text model and its projector (``mmproj-*.gguf``), an
+image or audio encoder whose output is a run of embeddings in the text model's width. libmtmd
+(llama.cpp's ``tools/mtmd``, bound by llama-cpp-python's ``mtmd_cpp``) splits a prompt that
+holds media markers into chunks: text (token ids), images and audio (runs of positions that the
+encoder's embeddings fill). A sound is cut into 30-second windows by Whisper-style encoders,
+a chunk each, as a large picture is cut into tiles.
 
 Floodgate feeds those chunks itself rather than through llama-cpp-python's chat handlers,
 which clear the KV cache and encode every image again on every turn:
 
-- **A prompt with pictures is a token list like any other.** Each image's positions hold a
-  placeholder id of its own (negative, so never a real token), the same for the same picture
-  and projector. The engine's prefix reuse and prompt cache then cover turns with pictures
-  unchanged: a follow-up shares the prefix, picture included, and nothing is encoded again.
-- **Encoded once.** An image's embeddings are kept in RAM and on disk, keyed by the
-  picture's hash and the projector's, so a conversation reopened after a restart does not
-  encode them again either.
+- **A prompt with pictures or sounds is a token list like any other.** Each chunk's positions
+  hold a placeholder id of its own (negative, so never a real token), the same for the same
+  picture or sound and projector. The engine's prefix reuse and prompt cache then cover turns
+  with media unchanged: a follow-up shares the prefix, media included, and nothing is encoded
+  again.
+- **Encoded once.** A chunk's embeddings are kept in RAM and on disk, keyed by the file's
+  hash (and the chunk's place in it) and the projector's, so a conversation reopened after a
+  restart does not encode them again either.
 - **Stop inside the encoder.** The encoder has no abort callback (``llama_set_abort_callback``
   reaches ``llama_decode`` only). Its scheduler's eval callback does: asked node by node
   whether a result should be observed, the scheduler computes up to each observed node, calls
   back, and stops the graph when the callback returns false. The projector observes the end
   of every encoder block, so Stop lands within one block; an encode stopped that way leaves
-  garbage, which is thrown away.
+  garbage, which is thrown away. The same hook reaches the audio encoder (a Whisper graph
+  names its blocks' outputs as clip's vision graphs do).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import llama_cpp
 import llama_cpp._ggml as ggml
@@ -46,18 +49,31 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
 from app.engine.pictures import Picture, PictureError, read_rgb
+from app.engine.sounds import (
+    TOKENS_PER_WINDOW,
+    Sound,
+    SoundError,
+    check_sound,
+    estimate_tokens,
+    sniff,
+    unreadable,
+)
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
 log = logging.getLogger(__name__)
 
 MARKER = mtmd.mtmd_default_marker().decode("utf-8")
-"""Where a picture goes in a rendered prompt: libmtmd's media marker."""
+"""Where a picture or a sound goes in a rendered prompt: libmtmd's media marker."""
+
+Media = Picture | Sound
+"""What a projector reads: a picture, a sound."""
 
 _CHUNK_IMAGE = 1  # MTMD_INPUT_CHUNK_TYPE_IMAGE
 _CHUNK_AUDIO = 2  # MTMD_INPUT_CHUNK_TYPE_AUDIO
 
-_RAM_PICTURES = 32
-"""Encoded pictures kept in RAM (a few MB each for real projectors)."""
+_RAM_EMBEDDINGS_BYTES = 256 * 1024 * 1024
+"""Encoded chunks kept in RAM, in all: a picture is a few MB for real projectors, a sound's
+30-second window 2-11 MB (750 rows of the text model's width), so a count would not do."""
 
 _TOKENS_PER_PICTURE = 256
 """What a picture is reckoned to take before one was laid out (Gemma 3's fixed 256)."""
@@ -65,14 +81,27 @@ _TOKENS_PER_PICTURE = 256
 _RAM_PIXELS_BYTES = 64 * 1024 * 1024
 """Decoded pictures kept in RAM, in all (3 bytes a pixel: 36 MB for a 12-megapixel photo)."""
 
-_OBSERVED = (b"layer_out", b"ffn_out", b"attn_out")
-"""Encoder nodes after which Stop is looked at (clip's graphs name each block's output)."""
+_RAM_SAMPLES_BYTES = 64 * 1024 * 1024
+"""Decoded sounds kept in RAM, in all (16 kHz float samples: 38 MB for ten minutes)."""
+
+_SOUND_LENGTHS = 1024
+"""Sounds whose positions in a prompt are remembered (for the context's fit: a few ints)."""
+
+_OBSERVED = (b"layer_out", b"ffn_out", b"attn_out", b"after_conv1d", b"Vcur", b"kqv_out", b"ffn_up")
+"""Encoder nodes after which Stop is looked at (clip's graphs, vision and Whisper, name them).
+
+Each block's outputs, and points inside it: attention and feed-forward are each a long step,
+and a Whisper encoder's two convolutions come before any block. With the block's outputs
+alone, Stop at the start of the test audio encoder's 0.6-s encode waited 90 ms for the first
+one; with these, 35 ms at worst (the attention itself), and the encode took no longer."""
 _EVERY_NODES = 48
 """Where a graph names none of them: Stop is looked at every this many nodes."""
 
 _get_name = ggml.libggml.ggml_get_name
 _get_name.restype = ctypes.c_char_p
 _get_name.argtypes = [ctypes.c_void_p]
+
+_Value = TypeVar("_Value")
 
 _EvalCallback = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_bool, ctypes.c_void_p)
 
@@ -86,37 +115,43 @@ class ProjectorError(Exception):
 
 
 class EncodeStoppedError(Exception):
-    """Stop was pressed while a picture was encoded: nothing of it is kept."""
+    """Stop was pressed while a picture or a sound was encoded: nothing of it is kept."""
 
 
 @dataclass(frozen=True)
 class MediaRun:
-    """The positions of one picture in a prompt's token list.
+    """The positions of one chunk of a picture or a sound in a prompt's token list.
 
     Attributes:
         start: its first position.
         length: how many positions its embeddings fill.
         placeholder: the id its positions hold in the token list.
-        picture: the picture.
+        media: the picture or the sound.
         chunk_index: its chunk in the prompt's libmtmd chunks.
-        tile: which of the picture's chunks it is (0 unless the projector cuts it in tiles).
+        tile: which of the item's chunks it is (0 unless the projector cuts a picture in
+            tiles, or a sound in 30-second windows).
     """
 
     start: int
     length: int
     placeholder: int
-    picture: Picture
+    media: Media
     chunk_index: int
     tile: int = 0
 
     @property
     def key(self) -> str:
-        """What its embeddings are kept under: the picture's digest and the tile."""
-        return f"{self.picture.digest}.{self.tile}"
+        """What its embeddings are kept under: the file's digest and the tile."""
+        return f"{self.media.digest}.{self.tile}"
+
+    @property
+    def is_sound(self) -> bool:
+        """Whether it is a sound's (else a picture's)."""
+        return isinstance(self.media, Sound)
 
 
 class MediaPrompt:
-    """A prompt with pictures: token ids (placeholders where pictures go) and their runs.
+    """A prompt with pictures or sounds: token ids (placeholders where they go) and their runs.
 
     Owns libmtmd's chunks (freed by :meth:`close`), which the runs point into.
     """
@@ -125,13 +160,15 @@ class MediaPrompt:
         self.tokens = tokens
         self.runs = runs
         self._chunks = chunks
+        self.encoded: set[str] = set()
+        """Digests of the pictures and sounds encoded (not found kept) for this prompt."""
 
     def chunk(self, run: MediaRun) -> Any:
         """Libmtmd's chunk of ``run`` (valid until :meth:`close`)."""
         return mtmd.mtmd_input_chunks_get(self._chunks, run.chunk_index)
 
     def run_at(self, position: int) -> MediaRun | None:
-        """The picture whose positions start at ``position``, if one does."""
+        """The chunk whose positions start at ``position``, if one does."""
         for run in self.runs:
             if run.start == position:
                 return run
@@ -144,15 +181,16 @@ class MediaPrompt:
             self._chunks = None
 
 
-def placeholder(picture: Picture, projector_digest: str, occurrence: int, tile: int) -> int:
-    """The id a picture's positions hold: negative (never a token).
+def placeholder(media: Media, projector_digest: str, occurrence: int, tile: int) -> int:
+    """The id a chunk's positions hold: negative (never a token).
 
-    The same for the same picture, projector, place among the prompt's pictures and tile
-    (a projector that cuts a large picture into tiles gives each its chunk), so a follow-up's
-    token list matches the turn before; different for each of those, so two runs next to
-    each other (the same picture twice, two tiles) never read as one.
+    The same for the same picture or sound, projector, place among the prompt's media and
+    tile (a projector that cuts a large picture into tiles, or a sound into windows, gives
+    each its chunk), so a follow-up's token list matches the turn before; different for each
+    of those, so two runs next to each other (the same picture twice, two tiles) never read
+    as one.
     """
-    text = f"{projector_digest}:{picture.digest}:{occurrence}:{tile}"
+    text = f"{projector_digest}:{media.digest}:{occurrence}:{tile}"
     key = hashlib.sha256(text.encode()).digest()
     return -1 - int.from_bytes(key[:4], "little") % (2**31 - 2)
 
@@ -187,6 +225,104 @@ class _StopHook:
         return bool(name.startswith(_OBSERVED) or self._nodes % _EVERY_NODES == 0)
 
 
+class _Kept(Generic[_Value]):
+    """The latest values used, in RAM, as many as fit a budget of bytes (at least one)."""
+
+    def __init__(self, budget: int, size: Callable[[_Value], int]) -> None:
+        self._budget = budget
+        self._size = size
+        self._values: OrderedDict[str, _Value] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: str) -> _Value | None:
+        """The value kept under ``key`` (now the latest used), if one is."""
+        value = self._values.get(key)
+        if value is not None:
+            self._values.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: _Value) -> None:
+        """Keep ``value`` under ``key``, forgetting the least recently used past the budget."""
+        old = self._values.pop(key, None)
+        if old is not None:
+            self._bytes -= self._size(old)
+        self._values[key] = value
+        self._bytes += self._size(value)
+        while len(self._values) > 1 and self._bytes > self._budget:
+            _, dropped = self._values.popitem(last=False)
+            self._bytes -= self._size(dropped)
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._values.clear()
+        self._bytes = 0
+
+
+class _Bitmaps:
+    """Libmtmd's bitmaps of pictures and sounds, from their decoded contents kept in RAM.
+
+    Each turn lays the whole conversation out again, its media included: the decoded pixels
+    and samples of the latest few are kept, so a follow-up does not read and decode them again
+    (libmtmd still computes a sound's spectrogram at every layout: about 50 ms per 30 s here,
+    a second for ten minutes).
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._pixels: _Kept[tuple[int, int, bytes]] = _Kept(_RAM_PIXELS_BYTES, lambda p: len(p[2]))
+        self._samples: _Kept[bytes] = _Kept(_RAM_SAMPLES_BYTES, len)
+
+    def make(self, item: Media, occurrence: int) -> Any:
+        """A bitmap of ``item``, its id its place among the prompt's media (raises its error)."""
+        bitmap = self._sound(item) if isinstance(item, Sound) else self._picture(item)
+        mtmd.mtmd_bitmap_set_id(bitmap, str(occurrence).encode("ascii"))
+        return bitmap
+
+    def _picture(self, picture: Picture) -> Any:
+        decoded = self._pixels.get(picture.digest)
+        if decoded is None:
+            decoded = read_rgb(picture.path)
+            self._pixels.put(picture.digest, decoded)
+        width, height, rgb = decoded
+        buffer = (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb)
+        return mtmd.mtmd_bitmap_init(width, height, buffer)
+
+    def _sound(self, sound: Sound) -> Any:
+        samples = self._samples.get(sound.digest)
+        if samples is not None:
+            count = len(samples) // ctypes.sizeof(ctypes.c_float)
+            floats = (ctypes.c_float * count).from_buffer_copy(samples)
+            return mtmd.mtmd_bitmap_init_from_audio(count, floats)
+        # Checked first (its format by its first bytes, its length by its header): the helper
+        # hands what it takes for neither a picture nor a sound to ffprobe, as a video.
+        check_sound(sound.path)
+        try:
+            with sound.path.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                data = (ctypes.c_uint8 * size)()
+                got = handle.readinto(data)
+        except OSError as exc:
+            raise SoundError(
+                Sentence(
+                    QT_TRANSLATE_NOOP("Floodgate", "{name} could not be read: {reason}"),
+                    {"name": sound.path.name, "reason": exc.strerror or exc},
+                )
+            ) from None
+        if got != size or sniff(bytes(data[:16])) is None:  # changed since it was checked
+            raise SoundError(unreadable(sound.path))
+        # libmtmd's helper decodes WAV, MP3 and FLAC itself (miniaudio), resampled to its rate.
+        bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, data, size, False)
+        if not bitmap:
+            raise SoundError(unreadable(sound.path))
+        if not mtmd.mtmd_bitmap_is_audio(bitmap):
+            mtmd.mtmd_bitmap_free(bitmap)
+            raise SoundError(unreadable(sound.path))
+        n_bytes = int(mtmd.mtmd_bitmap_get_n_bytes(bitmap))
+        samples = ctypes.string_at(mtmd.mtmd_bitmap_get_data(bitmap), n_bytes)
+        self._samples.put(sound.digest, samples)
+        return bitmap
+
+
 class Projector:
     """A projector opened beside a text model, used by the worker thread only.
 
@@ -195,7 +331,7 @@ class Projector:
         model: the text model (llama-cpp-python's ``llama_model`` pointer).
         n_threads: threads the encoder computes with.
         use_gpu: encode on the GPU when llama.cpp has one.
-        cache_dir: where encoded pictures are kept on disk (None: RAM only).
+        cache_dir: where encoded pictures and sounds are kept on disk (None: RAM only).
         stop_hook: let Stop reach the encoder (off: the bench's comparison only).
 
     Raises:
@@ -238,21 +374,25 @@ class Projector:
         self._width = int(llama_cpp.llama_model_n_embd_inp(model))
         self._use_mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))
         self._folder = cache_dir / self.digest if cache_dir is not None else None
-        self._ram: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._pixels: OrderedDict[str, tuple[int, int, bytes]] = OrderedDict()
+        self._ram: _Kept[np.ndarray] = _Kept(_RAM_EMBEDDINGS_BYTES, lambda a: int(a.nbytes))
+        self._bitmaps = _Bitmaps(self._ctx)
+        self._sound_lengths: OrderedDict[str, int] = OrderedDict()
+        self._window_tokens: int | None = None
         self.encodes = 0
-        """Pictures encoded since opening (the rest came from RAM or disk)."""
+        """Chunks encoded since opening (pictures, their tiles, sounds' windows; the rest came
+        from RAM or disk)."""
         self.tokens_per_picture = _TOKENS_PER_PICTURE
         """The most positions a picture took in a prompt laid out so far (an estimate first)."""
         self.last_encode_seconds = 0.0
 
     # -- prompts -------------------------------------------------------------------------
 
-    def prompt(self, text: str, pictures: Sequence[Picture], add_special: bool) -> MediaPrompt:
-        """Split a rendered prompt (one :data:`MARKER` per picture) into tokens and runs.
+    def prompt(self, text: str, media: Sequence[Media], add_special: bool) -> MediaPrompt:
+        """Split a rendered prompt (one :data:`MARKER` per item of ``media``) into tokens and runs.
 
         Raises:
             PictureError: a picture could not be read.
+            SoundError: a sound could not be read.
             ProjectorError: libmtmd refused the prompt.
         """
         if self._use_mrope:
@@ -267,8 +407,8 @@ class Projector:
             )
         bitmaps: list[Any] = []
         try:
-            for occurrence, picture in enumerate(pictures):
-                bitmaps.append(self._bitmap(picture, occurrence))
+            for occurrence, item in enumerate(media):
+                bitmaps.append(self._bitmaps.make(item, occurrence))
         except BaseException:
             for bitmap in bitmaps:
                 mtmd.mtmd_bitmap_free(bitmap)
@@ -288,41 +428,30 @@ class Projector:
                 mtmd.mtmd_bitmap_free(bitmap)
         if code != 0:
             mtmd.mtmd_input_chunks_free(chunks)
-            raise ProjectorError(
-                Sentence(
-                    QT_TRANSLATE_NOOP(
-                        "Floodgate", "The pictures could not be placed in the prompt (code {code})."
-                    ),
-                    {"code": code},
-                )
-            )
+            raise ProjectorError(_unplaced(media, code))
         try:
-            return self._layout(chunks, pictures)
+            return self._layout(chunks, media)
         except BaseException:
             mtmd.mtmd_input_chunks_free(chunks)
             raise
 
-    def _layout(self, chunks: Any, pictures: Sequence[Picture]) -> MediaPrompt:
+    def _layout(self, chunks: Any, media: Sequence[Media]) -> MediaPrompt:
         tokens: list[int] = []
         runs: list[MediaRun] = []
-        tiles: dict[int, int] = {}  # chunks seen so far of each picture's occurrence
+        tiles: dict[int, int] = {}  # chunks seen so far of each item's occurrence
         for index in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, index)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
             if kind in (_CHUNK_IMAGE, _CHUNK_AUDIO):
                 n = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
-                # Each bitmap's id is its place among the prompt's pictures (see prompt()).
+                # Each bitmap's id is its place among the prompt's media (see prompt()).
                 occurrence = int(mtmd.mtmd_input_chunk_get_id(chunk).decode("ascii"))
-                picture = pictures[occurrence]
+                item = media[occurrence]
                 tile = tiles.get(occurrence, 0)
                 tiles[occurrence] = tile + 1
-                mark = placeholder(picture, self.digest, occurrence, tile)
-                runs.append(MediaRun(len(tokens), n, mark, picture, index, tile))
-                if tile == 0:
-                    self.tokens_per_picture = max(self.tokens_per_picture, n)
-                else:  # a picture cut in tiles: all its tiles
-                    tiled = sum(r.length for r in runs if r.picture is picture)
-                    self.tokens_per_picture = max(self.tokens_per_picture, tiled)
+                mark = placeholder(item, self.digest, occurrence, tile)
+                runs.append(MediaRun(len(tokens), n, mark, item, index, tile))
+                self._measure(runs, item, n)
                 tokens.extend([mark] * n)
             else:
                 count = ctypes.c_size_t(0)
@@ -330,28 +459,40 @@ class Projector:
                 tokens.extend(ids[i] for i in range(count.value))
         return MediaPrompt(tokens, runs, chunks)
 
-    def _bitmap(self, picture: Picture, occurrence: int) -> Any:
-        # Each turn lays the whole conversation out again, pictures included: the decoded
-        # pixels of the latest few are kept, so a follow-up does not decode them again.
-        decoded = self._pixels.get(picture.digest)
-        if decoded is None:
-            decoded = read_rgb(picture.path)
-            self._pixels[picture.digest] = decoded
-            while len(self._pixels) > 1 and (
-                sum(len(kept[2]) for kept in self._pixels.values()) > _RAM_PIXELS_BYTES
-            ):
-                self._pixels.popitem(last=False)
-        self._pixels.move_to_end(picture.digest)
-        width, height, rgb = decoded
-        buffer = (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb)
-        bitmap = mtmd.mtmd_bitmap_init(width, height, buffer)
-        mtmd.mtmd_bitmap_set_id(bitmap, str(occurrence).encode("ascii"))
-        return bitmap
+    def _measure(self, runs: list[MediaRun], item: Media, n: int) -> None:
+        """Note what ``item``'s chunks take (the last of ``runs`` is its latest, of ``n``)."""
+        # All of its chunks so far: the tiles of a picture, the windows of a sound.
+        whole = sum(r.length for r in runs if r.media is item)
+        if isinstance(item, Sound):
+            self._window_tokens = max(self._window_tokens or 0, n)
+            self._sound_lengths[item.digest] = whole
+            self._sound_lengths.move_to_end(item.digest)
+            while len(self._sound_lengths) > _SOUND_LENGTHS:
+                self._sound_lengths.popitem(last=False)
+        else:
+            self.tokens_per_picture = max(self.tokens_per_picture, whole)
+
+    @property
+    def tokens_per_window(self) -> int:
+        """The positions a sound's chunk takes, as measured in a prompt laid out so far.
+
+        A chunk is 30 seconds for Whisper-style encoders; Qwen2-Audio's 750 before one was.
+        """
+        return self._window_tokens or TOKENS_PER_WINDOW
+
+    def sound_tokens(self, sound: Sound) -> int:
+        """The positions ``sound`` takes in a prompt: as laid out before, else reckoned.
+
+        Reckoned from its length (:func:`~app.engine.sounds.estimate_tokens`, which reads its
+        header) and :attr:`tokens_per_window`.
+        """
+        known = self._sound_lengths.get(sound.digest)
+        return known if known is not None else estimate_tokens(sound.path, self.tokens_per_window)
 
     # -- encoding ------------------------------------------------------------------------
 
     def embeddings(self, prompt: MediaPrompt, run: MediaRun) -> np.ndarray:
-        """The picture's embeddings (rows of the text model's width), encoded at most once.
+        """The chunk's embeddings (rows of the text model's width), encoded at most once.
 
         Raises:
             EncodeStoppedError: Stop was pressed during the encode.
@@ -360,19 +501,17 @@ class Projector:
         key = run.key
         found = self._ram.get(key)
         if found is not None and found.shape != (run.length, self._width):
-            found = None  # kept for another layout of the picture (never decoded short)
+            found = None  # kept for another layout of the item (never decoded short)
         if found is None:
             found = self._read(key, run.length)
         if found is None:
-            found = self._encode(prompt.chunk(run), run.length)
+            found = self._encode(prompt.chunk(run), run)
+            prompt.encoded.add(run.media.digest)
             self._write(key, found)
-        self._ram[key] = found
-        self._ram.move_to_end(key)
-        while len(self._ram) > _RAM_PICTURES:
-            self._ram.popitem(last=False)
+        self._ram.put(key, found)
         return found
 
-    def _encode(self, chunk: Any, n_tokens: int) -> np.ndarray:
+    def _encode(self, chunk: Any, run: MediaRun) -> np.ndarray:
         hook = self._hook
         hook.observed = 0
         started = time.perf_counter()
@@ -383,19 +522,22 @@ class Projector:
         if code != 0:
             raise ProjectorError(
                 Sentence(
-                    QT_TRANSLATE_NOOP(
+                    QT_TRANSLATE_NOOP("Floodgate", "The sound could not be encoded (code {code}).")
+                    if run.is_sound
+                    else QT_TRANSLATE_NOOP(
                         "Floodgate", "The picture could not be encoded (code {code})."
                     ),
                     {"code": code},
                 )
             )
         self.encodes += 1
+        n_tokens = run.length
         pointer = mtmd.mtmd_get_output_embd(self._ctx)
         flat = np.ctypeslib.as_array(pointer, shape=(n_tokens * self._width,))
         return flat.reshape(n_tokens, self._width).copy()
 
     def forget_kept(self) -> None:
-        """Forget the pictures encoded in RAM (the bench encodes the same one again)."""
+        """Forget the chunks encoded in RAM (the bench encodes the same one again)."""
         self._ram.clear()
 
     def stop_requested(self) -> Callable[[], None]:
@@ -411,7 +553,7 @@ class Projector:
     def decode(
         self, lctx: Any, prompt: MediaPrompt, run: MediaRun, embd: np.ndarray, seq_id: int
     ) -> int:
-        """Put a picture's embeddings into the KV cache at its positions (llama_decode's code).
+        """Put a chunk's embeddings into the KV cache at its positions (llama_decode's code).
 
         Stop reaches it through the context's own abort callback, as for text.
         """
@@ -420,7 +562,7 @@ class Projector:
         data = np.ascontiguousarray(embd, dtype=np.float32)
         pointer = data.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         return int(
-            mtmd.mtmd_helper_decode_image_chunk(
+            mtmd.mtmd_helper_decode_image_chunk(  # audio chunks too, despite its name
                 self._ctx,
                 lctx,
                 prompt.chunk(run),
@@ -434,7 +576,7 @@ class Projector:
             )
         )
 
-    # -- the kept pictures -------------------------------------------------------------
+    # -- the kept chunks -----------------------------------------------------------------
 
     def _path(self, key: str) -> Path | None:
         return self._folder / f"{key}.npy" if self._folder is not None else None
@@ -446,7 +588,7 @@ class Projector:
         try:
             found: np.ndarray = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            log.warning("Kept picture %s unreadable (%s): encoding again", path.name, exc)
+            log.warning("Kept embeddings %s unreadable (%s): encoding again", path.name, exc)
             path.unlink(missing_ok=True)
             return None
         if found.shape != (n_tokens, self._width) or found.dtype != np.float32:
@@ -468,7 +610,7 @@ class Projector:
                 os.fsync(out.fileno())
             os.replace(part, path)
         except OSError as exc:  # a full disk costs the next restart an encode, nothing more
-            log.warning("Could not keep the encoded picture on disk: %s", exc)
+            log.warning("Could not keep the encoded embeddings on disk: %s", exc)
             if part is not None:
                 with contextlib.suppress(OSError):
                     part.unlink(missing_ok=True)
@@ -478,6 +620,25 @@ class Projector:
         if self._ctx:
             mtmd.mtmd_free(self._ctx)
             self._ctx = None
+
+
+def _unplaced(media: Sequence[Media], code: int) -> Sentence:
+    """Why libmtmd could not lay the prompt out, named by what the prompt holds."""
+    sounds = any(isinstance(item, Sound) for item in media)
+    pictures = any(not isinstance(item, Sound) for item in media)
+    if sounds and pictures:
+        template = QT_TRANSLATE_NOOP(
+            "Floodgate", "The pictures and sounds could not be placed in the prompt (code {code})."
+        )
+    elif sounds:
+        template = QT_TRANSLATE_NOOP(
+            "Floodgate", "The sounds could not be placed in the prompt (code {code})."
+        )
+    else:
+        template = QT_TRANSLATE_NOOP(
+            "Floodgate", "The pictures could not be placed in the prompt (code {code})."
+        )
+    return Sentence(template, {"code": code})
 
 
 def _refusal(path: Path) -> Sentence:
@@ -496,10 +657,13 @@ def _refusal(path: Path) -> Sentence:
 __all__ = [
     "MARKER",
     "EncodeStoppedError",
+    "Media",
     "MediaPrompt",
     "MediaRun",
     "Picture",
     "PictureError",
     "Projector",
     "ProjectorError",
+    "Sound",
+    "SoundError",
 ]

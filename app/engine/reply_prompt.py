@@ -1,11 +1,12 @@
-"""A reply's prompt as the llama.cpp engine reads it: token ids that fit, with its pictures.
+"""A reply's prompt as the llama.cpp engine reads it: token ids that fit, with its media.
 
 The turns are rendered in the model's own format (:class:`PromptFormat`) and tokenized; a
-prompt with pictures is rendered through the model's projector instead. A picture's
-positions in a prompt hold placeholder ids (:mod:`app.engine.projector`); the projector
-encodes the picture (or finds it kept) and decodes its embeddings into a sequence when
-prompt processing reaches them. A model without a projector that sees goes on with a
-conversation that had pictures, without them, as long as the newest prompt has none.
+prompt with pictures or sounds is rendered through the model's projector instead, each turn's
+pictures then its sounds placed before its text. Their positions in a prompt hold placeholder
+ids (:mod:`app.engine.projector`); the projector encodes each (or finds it kept) and decodes
+its embeddings into a sequence when prompt processing reaches them. A model that cannot see
+(or hear) goes on with a conversation that had pictures (or sounds), without them, as long as
+the newest prompt has none.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from app.engine.backend import ChatMessage, GenerationReport
 from app.engine.failures import ContextOverflowError
 from app.engine.generation import DECODE_ABORTED
 from app.engine.pictures import PictureError
-from app.engine.projector import MARKER, EncodeStoppedError, MediaPrompt, Projector
+from app.engine.projector import MARKER, EncodeStoppedError, Media, MediaPrompt, Projector
 from app.engine.prompt_format import PromptFormat
 from app.engine.sequence import KvSequence
+from app.engine.sounds import SoundError
 from app.engine.stop import StopSignal
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 
@@ -36,13 +38,22 @@ _CANNOT_SEE = Sentence(
     )
 )
 
+_CANNOT_HEAR = Sentence(
+    QT_TRANSLATE_NOOP(
+        "Floodgate",
+        "The open model cannot hear sound. Open a model that can (one whose projector reads "
+        "audio, such as Qwen2-Audio, Ultravox or Voxtral, with its mmproj file beside it), or "
+        "send the message without it.",
+    )
+)
+
 
 class ReplyPrompts:
-    """A model's prompts: its turns rendered and tokenized, their pictures fed in whole.
+    """A model's prompts: its turns rendered and tokenized, their pictures and sounds fed in whole.
 
     Args:
-        llm: the loaded model and context (its tokenizer; pictures are decoded into it).
-        projector: what lets the model see pictures (None: text only).
+        llm: the loaded model and context (its tokenizer; media are decoded into it).
+        projector: what lets the model see pictures or hear sounds (None: text only).
         prompt_format: the model's own format.
         n_ctx: a sequence's context, which a prompt must fit.
     """
@@ -63,21 +74,22 @@ class ReplyPrompts:
     def render(
         self, messages: Sequence[ChatMessage], stop: StopSignal, plain: str | None
     ) -> tuple[list[int], tuple[str, ...], MediaPrompt | None]:
-        """The prompt's token ids, the strings that end its reply, and its pictures (or None).
+        """The prompt's token ids, the strings that end its reply, and its media (or None).
 
-        The turns' pictures are left out if the model cannot see (:meth:`seen`); a prompt
-        that has some is rendered through the projector (:meth:`render_pictures`), and its
-        pictures must be closed once the reply is over. ``plain``: a plain text to continue
-        instead of the turns (the API's completions).
+        The turns' pictures are left out if the model cannot see, their sounds if it cannot
+        hear (:meth:`seen`); a prompt that has some is rendered through the projector
+        (:meth:`render_pictures`), and its media must be closed once the reply is over.
+        ``plain``: a plain text to continue instead of the turns (the API's completions).
 
         Raises:
             TemplateError: the chat template failed (or Stop was pressed while it ran).
             PictureError: the model cannot see the newest prompt's pictures, or one is unread.
+            SoundError: the model cannot hear the newest prompt's sounds, or one is unread.
             ProjectorError: libmtmd refused the prompt.
             ContextOverflowError: the prompt does not fit a sequence's context.
         """
         messages = self.seen(messages)
-        if plain is None and any(message.get("pictures") for message in messages):
+        if plain is None and any(_media(message) for message in messages):
             media, stop_strings = self.render_pictures(messages, stop)
             return media.tokens, stop_strings, media
         prompt, stop_strings = self.render_text(messages, stop, plain)
@@ -86,7 +98,7 @@ class ReplyPrompts:
     def render_text(
         self, messages: Sequence[ChatMessage], stop: StopSignal, plain: str | None
     ) -> tuple[list[int], tuple[str, ...]]:
-        """The token ids of a prompt without pictures, and the strings that end its reply.
+        """The token ids of a prompt without media, and the strings that end its reply.
 
         Raises:
             TemplateError: the chat template failed (or Stop was pressed while it ran).
@@ -106,46 +118,63 @@ class ReplyPrompts:
         return prompt, stop_strings
 
     def seen(self, messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
-        """The turns as this model reads them: without their pictures if it cannot see.
+        """The turns as this model reads them: without what it cannot see or hear.
 
-        A conversation with pictures goes on with a model that cannot see them (its pictures
-        left out) as long as the newest prompt has none.
+        A conversation with pictures (sounds) goes on with a model that cannot see (hear) them,
+        left out, as long as the newest prompt has none. What it can read stays.
 
         Raises:
             PictureError: the newest prompt has pictures and the model cannot see.
+            SoundError: the newest prompt has sounds and the model cannot hear.
         """
-        if self._projector is not None and self._projector.sees:
-            return messages
-        if not any(m.get("pictures") for m in messages):
+        projector = self._projector
+        sees = projector is not None and projector.sees
+        hears = projector is not None and projector.hears
+        blind = not sees and any(m.get("pictures") for m in messages)
+        deaf = not hears and any(m.get("sounds") for m in messages)
+        if not blind and not deaf:
             return messages
         last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
-        if last_user is not None and last_user.get("pictures"):
-            raise PictureError(_CANNOT_SEE)
-        return [{"role": m["role"], "content": m["content"]} for m in messages]
+        if last_user is not None:
+            if blind and last_user.get("pictures"):
+                raise PictureError(_CANNOT_SEE)
+            if deaf and last_user.get("sounds"):
+                raise SoundError(_CANNOT_HEAR)
+        kept: list[ChatMessage] = []
+        for message in messages:
+            turn: ChatMessage = {"role": message["role"], "content": message["content"]}
+            if sees and message.get("pictures"):
+                turn["pictures"] = message["pictures"]
+            if hears and message.get("sounds"):
+                turn["sounds"] = message["sounds"]
+            kept.append(turn)
+        return kept
 
     def render_pictures(
         self, messages: Sequence[ChatMessage], stop: StopSignal
     ) -> tuple[MediaPrompt, tuple[str, ...]]:
-        """The prompt of a conversation with pictures: tokens, placeholders, stop strings.
+        """The prompt of a conversation with pictures or sounds: tokens, placeholders, stop strings.
+
+        Each turn's pictures, then its sounds, go before its text, a :data:`MARKER` each.
 
         Raises:
             PictureError: the model cannot see, or a picture cannot be read.
+            SoundError: the model cannot hear, or a sound cannot be read.
             ProjectorError: libmtmd refused the prompt.
             ContextOverflowError: the prompt does not fit a sequence's context.
         """
         projector = self._projector
-        if projector is None or not projector.sees:
+        if any(m.get("pictures") for m in messages) and (projector is None or not projector.sees):
             raise PictureError(_CANNOT_SEE)
-        pictures = [p for message in messages for p in message.get("pictures", ())]
+        if projector is None or (any(m.get("sounds") for m in messages) and not projector.hears):
+            raise SoundError(_CANNOT_HEAR)
+        items = [item for message in messages for item in _media(message)]
         marked: list[ChatMessage] = [
-            {
-                "role": message["role"],
-                "content": MARKER * len(message.get("pictures", ())) + message["content"],
-            }
+            {"role": message["role"], "content": MARKER * len(_media(message)) + message["content"]}
             for message in messages
         ]
         text, stop_strings, add_bos = self._format.render(marked, stop)
-        media = projector.prompt(text, pictures, add_special=add_bos)
+        media = projector.prompt(text, items, add_special=add_bos)
         if len(media.tokens) >= self._n_ctx:
             n = len(media.tokens)
             media.close()
@@ -175,10 +204,10 @@ class ReplyPrompts:
         position: int,
         stop: StopSignal,
     ) -> tuple[int, int]:
-        """Put the picture starting at ``position`` into ``sequence`` (for the batch).
+        """Put the picture or sound chunk starting at ``position`` into ``sequence`` (batch).
 
         The reply's Stop reaches the encoder while it runs. Returns llama_decode's code and
-        how many positions the picture filled.
+        how many positions the chunk filled.
         """
         assert self._projector is not None
         undo = self.listen(stop)
@@ -192,7 +221,12 @@ class ReplyPrompts:
     def feeder(
         self, media: MediaPrompt, sequence: KvSequence, report: GenerationReport
     ) -> Callable[[int], tuple[int, int]]:
-        """What puts the picture starting at a position into ``sequence`` (see prefill)."""
+        """What puts the picture or sound chunk starting at a position into ``sequence``.
+
+        See :meth:`KvSequence.prefill`. While the encoder runs, the report says ``looking``
+        (a picture) or ``listening`` (a sound); an item encoded for this prompt (not found
+        kept) counts once in ``pictures_encoded`` or ``sounds_encoded``, whatever its chunks.
+        """
         projector = self._projector
         assert projector is not None
         ctx = self._ctx
@@ -201,18 +235,31 @@ class ReplyPrompts:
             run = media.run_at(position)
             if run is None:
                 return _NO_PICTURE, 0
-            encodes = projector.encodes
-            report.looking = True
+            sound = run.is_sound
+            new = run.media.digest not in media.encoded
+            if sound:
+                report.listening = True
+            else:
+                report.looking = True
             try:
                 embeddings = projector.embeddings(media, run)
             except EncodeStoppedError:
                 return DECODE_ABORTED, 0
             finally:
-                report.looking = False
-                report.pictures_encoded += projector.encodes - encodes
+                report.looking = report.listening = False
+                if new and run.media.digest in media.encoded:
+                    if sound:
+                        report.sounds_encoded += 1
+                    else:
+                        report.pictures_encoded += 1
             return projector.decode(ctx, media, run, embeddings, sequence.seq_id), run.length
 
         return feed
+
+
+def _media(message: ChatMessage) -> tuple[Media, ...]:
+    """A turn's pictures, then its sounds: the order their markers take before its text."""
+    return (*message.get("pictures", ()), *message.get("sounds", ()))
 
 
 def _nothing() -> None:

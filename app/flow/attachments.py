@@ -33,8 +33,10 @@ from app.documents import (
 )
 from app.engine.pictures import PictureError
 from app.engine.pictures import verify as check_picture
+from app.engine.sounds import SoundError
+from app.flow.sound_files import checked_size, is_sound_file, read_sound
 from app.flow.words import say, say_sentence
-from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
+from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.pictures import keep_checked_bytes, keep_picture
 
 TokenCounter = Callable[[str], int | None]
@@ -140,11 +142,14 @@ class AttachmentReader(QObject):
         max_bytes: int = MAX_ATTACHMENT_BYTES,
         threads: int = 2,
         pictures: Path | None = None,
+        sounds: Path | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self.pictures = pictures
         """Where attached pictures are kept (None: the data folder's ``pictures/``)."""
+        self.sounds = sounds
+        """Where attached sounds are kept (None: the data folder's ``sounds/``)."""
         self.count_tokens = count_tokens
         self.prefill_rate = prefill_rate
         self.max_bytes = max_bytes
@@ -249,7 +254,10 @@ class AttachmentReader(QObject):
     async def _read_one(self, path: Path, name: str, reading: _Reading) -> None:
         loop = asyncio.get_running_loop()
         if await loop.run_in_executor(self._pool, is_picture_file, path):
-            await self._keep_picture(path, name, reading)
+            await self._keep(read_picture, self.pictures, path, name, reading)
+            return
+        if await loop.run_in_executor(self._pool, is_sound_file, path):
+            await self._keep(read_sound, self.sounds, path, name, reading)
             return
 
         def report(done: int, total: int) -> None:  # on the reader's thread
@@ -290,14 +298,21 @@ class AttachmentReader(QObject):
         else:
             self._emit_ready(reading, Attachment.from_document(document, tokens))
 
-    async def _keep_picture(self, path: Path, name: str, reading: _Reading) -> None:
-        """A picture: checked from its header, then kept in the data folder by its digest."""
+    async def _keep(
+        self,
+        read: Callable[[Path, str, Path | None], Attachment],
+        folder: Path | None,
+        path: Path,
+        name: str,
+        reading: _Reading,
+    ) -> None:
+        """A picture or a sound: checked, then kept in the data folder by its digest."""
         loop = asyncio.get_running_loop()
         try:
             attachment = await loop.run_in_executor(
-                self._pool, functools.partial(read_picture, path, name, self.pictures)
+                self._pool, functools.partial(read, path, name, folder)
             )
-        except PictureError as error:
+        except (PictureError, SoundError) as error:
             self._emit_failed(reading, name, say_sentence(_named(error.sentence, name)))
         except OSError as error:  # a full disk: said, nothing half-kept
             self._emit_failed(reading, name, say(PICTURE_NOT_KEPT, name=name, reason=error))
@@ -423,24 +438,10 @@ def read_picture(path: Path, name: str, folder: Path | None = None) -> Attachmen
         PictureError: not a picture Floodgate reads, too large, or unreadable.
         OSError: the copy could not be written.
     """
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise PictureError(
-            Sentence(
-                QT_TRANSLATE_NOOP("Floodgate", "{name} could not be read: {reason}"),
-                {"name": name, "reason": exc.strerror or exc},
-            )
-        ) from None
-    if size > MAX_PICTURE_BYTES:
-        raise PictureError(
-            Sentence(
-                QT_TRANSLATE_NOOP(
-                    "Floodgate", "{name} is {size}, more than the {limit} a picture may be."
-                ),
-                {"name": name, "size": size_text(size), "limit": size_text(MAX_PICTURE_BYTES)},
-            )
-        )
+    too_large = QT_TRANSLATE_NOOP(
+        "Floodgate", "{name} is {size}, more than the {limit} a picture may be."
+    )
+    size = checked_size(path, name, MAX_PICTURE_BYTES, too_large, PictureError)
     check_picture(path)
     digest, _kept = keep_picture(path, folder)
     return Attachment(name=name, kind="picture", size=size, text="", tokens=None, digest=digest)

@@ -14,6 +14,7 @@ from app.documents import Attachment, content_with_attachments
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, ModelInfo, StopSignal
 from app.engine.pictures import Picture
 from app.engine.prompt_cache import CacheStats
+from app.engine.sounds import Sound
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
 from app.flow.pacing import Throttle
@@ -23,7 +24,7 @@ from app.flow.words import say, say_sentence
 from app.flow.worker import ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Message, Status
-from app.store.pictures import picture_path
+from app.store.pictures import picture_path, sound_path
 from app.store.text import storable_text
 
 SAVE_EVERY = 1.0
@@ -285,12 +286,16 @@ def attachments_of(message: Message) -> list[Attachment]:
 
 
 def with_pictures(turn: ChatMessage, message: Message | None) -> ChatMessage:
-    """``turn`` with the pictures ``message`` has (kept in the data folder by digest)."""
+    """``turn`` with the pictures and sounds ``message`` has (kept in the data folder by digest)."""
     if message is None:
         return turn
-    digests = [a.digest for a in attachments_of(message) if a.is_picture and a.digest]
-    if digests:
-        turn["pictures"] = tuple(Picture(d, picture_path(d)) for d in digests)
+    attachments = attachments_of(message)
+    pictures = [a.digest for a in attachments if a.is_picture and a.digest]
+    if pictures:
+        turn["pictures"] = tuple(Picture(d, picture_path(d)) for d in pictures)
+    sounds = [a.digest for a in attachments if a.is_sound and a.digest]
+    if sounds:
+        turn["sounds"] = tuple(Sound(d, sound_path(d)) for d in sounds)
     return turn
 
 
@@ -302,6 +307,8 @@ def prompt_progress_text(report: GenerationReport, now: float) -> str:
     """
     if report.looking:
         return say(QT_TRANSLATE_NOOP("Floodgate", "Looking at the picture…"))
+    if report.listening:
+        return say(QT_TRANSLATE_NOOP("Floodgate", "Listening to the sound…"))
     began = report.prefill_started_at
     total = report.prompt_tokens
     if began is None or report.prefill_ended_at is not None or total <= 0:

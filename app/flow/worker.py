@@ -603,9 +603,16 @@ def _fit(backend: Backend, job: ReplyJob) -> list[ChatMessage] | None:
     # Room for the answer: the token limit, but never more than a quarter of the context.
     budget = n_ctx - min(job.settings.max_tokens, n_ctx // 4)
     try:
-        # A model that sees says what a picture takes (others have no pictures to count).
+        # A model that sees says what a picture takes, one that hears what a sound does
+        # (others have none to count: they are left out of its turns).
         per_picture = int(getattr(backend, "picture_tokens", 0))
-        messages, dropped = fit_to_context(job.messages, backend.count_tokens, budget, per_picture)
+        messages, dropped = fit_to_context(
+            job.messages,
+            backend.count_tokens,
+            budget,
+            per_picture,
+            sound_tokens=getattr(backend, "sound_tokens", None),
+        )
     except PromptTooLongError as exc:
         job.report.finish = "error"
         job.report.error = Sentence(

@@ -31,6 +31,7 @@ from app.server.guard import Guard, body_too_large
 from app.server.pictures import picture_from_url
 from app.server.replies import ReplyResponse, ReplyShape
 from app.server.schema import ChatRequest, CompletionRequest, parse_chat, parse_completion
+from app.server.sounds import sound_from_part
 
 DEFAULT_PORT = defaults.API_SERVER_PORT
 MAX_WAITING = defaults.API_SERVER_MAX_WAITING
@@ -137,6 +138,7 @@ class _Endpoints:
                 for m in parsed.messages
             ]
             await self._add_pictures(parsed, messages)
+            await self._add_sounds(parsed, messages)
             settings = self._settings(parsed, parsed.max_completion_tokens or parsed.max_tokens)
             settings = replace(settings, grammar=_grammar(parsed))
             return self._queue(served, parsed, messages, None, settings, chat=True)
@@ -179,6 +181,33 @@ class _Endpoints:
                 for j, url in urls
             ]
             messages[i]["pictures"] = tuple(pictures)
+
+    async def _add_sounds(self, parsed: ChatRequest, messages: list[ChatMessage]) -> None:
+        """The requests' ``input_audio`` parts, decoded and kept off the event loop (or 400)."""
+        wanted = [(i, m.sounds()) for i, m in enumerate(parsed.messages) if m.sounds()]
+        if not wanted:
+            return
+        info = self._model.served_model
+        if info is not None and not info.hears:
+            i, [(j, _part), *_] = wanted[0]
+            raise ApiError(
+                400,
+                f"The open model ({info.name}) cannot hear sound: open a model whose projector "
+                "reads audio (an mmproj file beside it), or send text only.",
+                param=f"messages[{i}].content[{j}]",
+                code="model_cannot_hear",
+            )
+        for i, parts in wanted:
+            sounds = [
+                await asyncio.to_thread(
+                    sound_from_part,
+                    part.data,
+                    part.format,
+                    f"messages[{i}].content[{j}].input_audio",
+                )
+                for j, part in parts
+            ]
+            messages[i]["sounds"] = tuple(sounds)
 
     def _queue(
         self,
@@ -297,10 +326,17 @@ def _conversation_key(messages: list[ChatMessage], prompt: str | None) -> str:
         opening = prompt[:256]
     else:
         first = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
-        # A picture counts by its digest: the same picture opens the same conversation.
+        # A picture or a sound counts by its digest: the same one opens the same conversation.
         opening = json.dumps(
             [
-                {**m, "pictures": [p.digest for p in m["pictures"]]} if "pictures" in m else m
+                {
+                    **m,
+                    **{
+                        key: [item.digest for item in m[key]]
+                        for key in ("pictures", "sounds")
+                        if key in m
+                    },
+                }
                 for m in messages[: first + 1]
             ],
             sort_keys=True,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from pathlib import Path
 
-from app.engine.pictures import Picture, PictureError, verify
+from app.engine.media import MediaError
+from app.engine.pictures import Picture, verify
 from app.server.errors import ApiError
 from app.store.pictures import keep_checked_bytes
 
@@ -52,20 +54,37 @@ def picture_from_url(url: str, param: str, folder: Path | None = None) -> Pictur
             param=param,
             code="image_too_large",
         )
+    data = decoded(
+        payload, "The picture's data URL is not valid base64.", param, "invalid_image_url"
+    )
+    digest, path = kept(data, verify, folder, param, "invalid_image")
+    return Picture(digest, path)
+
+
+def decoded(payload: str, sentence: str, param: str, code: str) -> bytes:
+    """A part's base64 ``payload`` decoded, or a 400 naming ``param`` with ``sentence``."""
     try:
-        data = base64.b64decode(payload, validate=True)
+        return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(
-            400,
-            "The picture's data URL is not valid base64.",
-            param=param,
-            code="invalid_image_url",
-        ) from None
+        raise ApiError(400, sentence, param=param, code=code) from None
+
+
+def kept(
+    data: bytes,
+    check: Callable[[Path], object],
+    folder: Path | None,
+    param: str,
+    code: str,
+) -> tuple[str, Path]:
+    """A part's file kept by its digest once ``check`` passes: (digest, path), or a 400.
+
+    The check's sentence becomes the 400's message, with the part named where it names the
+    file; nothing of a file that fails is kept.
+    """
     try:
-        digest, path = keep_checked_bytes(data, verify, folder)
-    except PictureError as exc:
+        return keep_checked_bytes(data, check, folder)
+    except MediaError as exc:
         fields = {**exc.sentence.fields, "name": param}
         raise ApiError(
-            400, exc.sentence.template.format(**fields), param=param, code="invalid_image"
+            400, exc.sentence.template.format(**fields), param=param, code=code
         ) from None
-    return Picture(digest, path)

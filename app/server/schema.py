@@ -49,12 +49,28 @@ class ImagePart(_Strict):
     image_url: ImageUrl
 
 
+class InputAudio(_Strict):
+    """``input_audio`` of a sound part: the file's bytes in base64, and its format."""
+
+    data: str
+    format: str
+
+
+class AudioPart(_Strict):
+    """A sound in a message's content, for a model that hears."""
+
+    type: Literal["input_audio"]
+    input_audio: InputAudio
+
+
 class ChatMessageIn(_Strict):
     """One message of ``messages``."""
 
     # "developer" is OpenAI's newer name for a system message.
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]] | None = None
+    content: (
+        str | list[Annotated[TextPart | ImagePart | AudioPart, Field(discriminator="type")]] | None
+    ) = None
     name: str | None = None
 
     def text(self) -> str:
@@ -73,6 +89,16 @@ class ChatMessageIn(_Strict):
             (j, part.image_url.url)
             for j, part in enumerate(self.content)
             if isinstance(part, ImagePart)
+        ]
+
+    def sounds(self) -> list[tuple[int, InputAudio]]:
+        """The sound parts, with their places in the content."""
+        if not isinstance(self.content, list):
+            return []
+        return [
+            (j, part.input_audio)
+            for j, part in enumerate(self.content)
+            if isinstance(part, AudioPart)
         ]
 
 
@@ -168,7 +194,6 @@ _CHAT_UNSUPPORTED = {
 }
 _COMPLETION_UNSUPPORTED = {"logit_bias": "Logit bias", "best_of": "best_of"}
 _CONTENT_KINDS = {
-    "input_audio": "Audio",
     "file": "Files",
     "refusal": "Refusal parts",
 }

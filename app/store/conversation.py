@@ -13,6 +13,9 @@ from app.store.thinking import strip_thinking
 
 Status = Literal["complete", "streaming", "stopped", "length", "error"]
 
+MEDIA_KINDS = frozenset(("picture", "sound"))
+"""Attachments that are files a projector reads (pictures, sounds), not text."""
+
 
 def new_id() -> str:
     """A fresh id for a conversation or a message."""
@@ -170,8 +173,8 @@ class Conversation:
 
         Partial replies kept after Stop are included: the user saw them, so the model should
         too. Failed and empty replies are not, nor is a reply's thinking section. A prompt
-        that is pictures alone (no text) is a turn too. The system prompt's turn has no
-        message (None).
+        that is pictures or sounds alone (no text) is a turn too. The system prompt's turn
+        has no message (None).
 
         Args:
             with_attachments: gives a prompt that has attachments as the model reads it (the
@@ -187,8 +190,8 @@ class Conversation:
                 content = strip_thinking(content)
             elif message.attachments and with_attachments is not None:
                 content = with_attachments(message)
-            pictures = any(a.get("kind") == "picture" for a in message.attachments)
-            if message.status == "error" or not (content or pictures):
+            media = any(a.get("kind") in MEDIA_KINDS for a in message.attachments)
+            if message.status == "error" or not (content or media):
                 continue
             turns.append((message.role, content, message))
         return turns

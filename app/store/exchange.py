@@ -9,7 +9,14 @@ from typing import Any, NamedTuple, get_args
 
 from app.roles import Role
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
-from app.store.conversation import ATTACHMENT_FIELDS, Conversation, Message, Status, new_id
+from app.store.conversation import (
+    ATTACHMENT_FIELDS,
+    MEDIA_KINDS,
+    Conversation,
+    Message,
+    Status,
+    new_id,
+)
 from app.store.text import storable_text
 
 FORMAT = "floodgate-conversation"
@@ -37,7 +44,7 @@ def to_markdown(conversation: Conversation, you: str = "You") -> str:
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 """A picture's digest: the name its file is kept under in the data folder's ``pictures/``."""
 
-_KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf", "picture"))
+_KINDS = frozenset(("text", "code", "markdown", "csv", "json", "html", "pdf", "picture", "sound"))
 """The kinds of attachment there are (:data:`app.documents.KINDS`; the store does not import
 the documents package: the two sit side by side)."""
 
@@ -315,7 +322,7 @@ def _attachments(item: dict[str, Any], n: int, reader: _Reader) -> list[dict[str
         ):
             raise _bad_attachment(n, k)
         digest = attachment.get("digest")
-        if (digest is not None or kind == "picture") and not (
+        if (digest is not None or kind in MEDIA_KINDS) and not (
             isinstance(digest, str) and _DIGEST.fullmatch(digest)
         ):
             raise _bad_attachment(n, k)

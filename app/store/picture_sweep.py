@@ -1,10 +1,10 @@
-"""Which kept pictures a history still refers to, and the sweep of the others.
+"""Which kept pictures and sounds a history still refers to, and the sweep of the others.
 
-The pictures folder holds the files of every conversation's pictures and of the API server's
-requests. A file goes when no conversation refers to it in the history, in any of its
-backups (a restored backup must find its pictures), or in a file moved aside as damaged or
-replaced (its conversations may still be recovered); if one of those cannot be read, nothing
-is swept: what it refers to cannot be known.
+The pictures and sounds folders hold the files of every conversation's pictures and sounds,
+and of the API server's requests. A file goes when no conversation refers to it in the
+history, in any of its backups (a restored backup must find its files), or in a file moved
+aside as damaged or replaced (its conversations may still be recovered); if one of those
+cannot be read, nothing is swept: what it refers to cannot be known.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from app.store.backup import backups_folder, list_backups
-from app.store.pictures import pictures_dir, sweep_pictures
+from app.store.pictures import pictures_dir, sounds_dir, sweep_pictures
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +52,20 @@ def _digests_in(path: Path) -> set[str]:
 
 
 def sweep_unreferenced(database: Path) -> int:
-    """Remove the kept pictures no history file refers to; returns how many went.
+    """Remove the kept pictures and sounds no history file refers to; returns how many went.
 
-    Only the pictures folder beside ``database`` is the one its conversations use (a history
-    opened from elsewhere, as in a test, sweeps nothing).
+    Only the folders beside ``database`` are the ones its conversations use (a history opened
+    from elsewhere, as in a test, sweeps nothing).
     """
-    folder = database.parent / "pictures"
-    if not folder.is_dir() or folder.resolve() != pictures_dir().resolve():
-        return 0
-    digests = referenced_digests(database)
+    folders = [
+        folder
+        for folder in (pictures_dir(), sounds_dir())
+        if folder.is_dir() and folder.resolve().parent == database.parent.resolve()
+    ]
+    digests = referenced_digests(database) if folders else None
     if digests is None:
         return 0
-    removed = sweep_pictures(digests, folder)
+    removed = sum(sweep_pictures(digests, folder) for folder in folders)
     if removed:
-        log.info("Removed %d picture files no conversation refers to", removed)
+        log.info("Removed %d kept files no conversation refers to", removed)
     return removed

@@ -25,6 +25,16 @@ def pictures_dir() -> Path:
     return data_dir() / "pictures"
 
 
+def sounds_dir() -> Path:
+    """Where sounds are kept (``<data dir>/sounds``), as pictures are, by digest."""
+    return data_dir() / "sounds"
+
+
+def sound_path(digest: str, folder: Path | None = None) -> Path:
+    """The file a sound of ``digest`` is kept in (it may not exist)."""
+    return picture_path(digest, folder or sounds_dir())
+
+
 def picture_path(digest: str, folder: Path | None = None) -> Path:
     """The file a picture of ``digest`` is kept in (it may not exist)."""
     return (folder or pictures_dir()) / digest[:2] / digest

@@ -10,7 +10,6 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QMimeData, QSize
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QAbstractButton
 from pytestqt.qtbot import QtBot
 
 from app.documents import Attachment
@@ -18,11 +17,9 @@ from app.engine import ChatMessage, EngineOptions
 from app.engine.context import fit_to_context
 from app.engine.llama import open_llama
 from app.engine.pictures import Picture
-from app.flow.archive import Archive
 from app.flow.attachments import AttachmentReader, is_picture_file, read_picture
 from app.flow.session import ChatSession, ModelState
 from app.standins.projector import LARGE, ProjectorShape, write_projector
-from app.standins.scripted import ScriptedBackend, scripted_opener
 from app.store.conversation import Conversation
 from app.store.database import open_database
 from app.store.exchange import NotAConversationError, from_json, to_json
@@ -30,7 +27,7 @@ from app.store.pictures import picture_path
 from app.ui.chat.transcript import PictureDialog, show_attachment
 from app.ui.composer.attachment_tray import ChipState
 from tests.support.loop import Loop, run_for, run_until
-from tests.support.window import open_window
+from tests.support.window import card_chips, open_window, scripted_session, sent_and_reopened
 
 
 def png(folder: Path, name: str = "photo.png", seed: int = 0) -> Path:
@@ -38,13 +35,6 @@ def png(folder: Path, name: str = "photo.png", seed: int = 0) -> Path:
     path = folder / name
     Image.fromarray(pixels).save(path, format="PNG")
     return path
-
-
-def scripted_session(loop: Loop, archive: Archive | None = None) -> ChatSession:
-    session = ChatSession(scripted_opener(ScriptedBackend(["ok"], rate=1000)), archive=archive)
-    session.open_model(Path("scripted.gguf"))
-    run_until(loop, lambda: session.state is ModelState.READY)
-    return session
 
 
 def test_a_picture_is_told_apart_by_its_bytes_not_its_name(tmp_path: Path) -> None:
@@ -152,40 +142,21 @@ def test_a_sent_picture_is_kept_with_the_conversation_and_opens_in_a_window(
     qtbot: QtBot, loop: Loop, tmp_path: Path
 ) -> None:
     path = tmp_path / "history.sqlite3"
-    archive, _ = loop.run_until_complete(Archive.open(path))
-    session = scripted_session(loop, archive)
     picture = read_picture(png(tmp_path), "photo.png")
-    assert session.send("", [picture])  # a picture alone is a prompt
-    run_until(loop, lambda: not session.generating)
-    conversation_id = session.conversation.id
-    loop.run_until_complete(session.close())
-    loop.run_until_complete(archive.flush())
-    loop.run_until_complete(archive.close())
-
-    archive, _ = loop.run_until_complete(Archive.open(path))
-    again = scripted_session(loop, archive)
-    window = open_window(qtbot, again)
-    assert loop.run_until_complete(again.open_conversation(conversation_id))
-    kept = again.conversation.messages[0].attachments
-    assert kept == [picture.to_dict()]
-
-    # The prompt card's chip shows the picture small (80 x 60 fitted to 28 pixels).
-    def card_chips() -> list[QAbstractButton]:
-        found = window.findChildren(QAbstractButton, "attachmentChip")
-        return [c for c in found if c.isVisible()]
-
-    run_until(loop, lambda: len(card_chips()) == 1)  # the transcript is built a slice a turn
-    [card_chip] = card_chips()
-    run_until(loop, lambda: card_chip.iconSize() == QSize(28, 21))
-    dialog = show_attachment(window, kept[0])
-    assert isinstance(dialog, PictureDialog)
-    run_until(
-        loop, lambda: dialog.picture.pixmap() is not None and not dialog.picture.pixmap().isNull()
-    )
-    assert dialog.picture.pixmap().width() > 0
-    dialog.close()
-    loop.run_until_complete(again.close())
-    loop.run_until_complete(archive.close())
+    with sent_and_reopened(qtbot, loop, path, picture) as (window, kept):
+        assert kept == [picture.to_dict()]
+        # The prompt card's chip shows the picture small (80 x 60 fitted to 28 pixels).
+        run_until(loop, lambda: len(card_chips(window)) == 1)  # built a slice a turn
+        [card_chip] = card_chips(window)
+        run_until(loop, lambda: card_chip.iconSize() == QSize(28, 21))
+        dialog = show_attachment(window, kept[0])
+        assert isinstance(dialog, PictureDialog)
+        run_until(
+            loop,
+            lambda: dialog.picture.pixmap() is not None and not dialog.picture.pixmap().isNull(),
+        )
+        assert dialog.picture.pixmap().width() > 0
+        dialog.close()
 
 
 def seeing_session(

@@ -110,3 +110,20 @@ def test_a_picture_the_server_cannot_use_is_a_400_naming_the_part(
         model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
     )
     assert fine.choices[0].message.content is not None
+
+
+def test_a_sound_for_a_model_that_sees_but_cannot_hear_is_a_400(client: openai.OpenAI) -> None:
+    sound = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And this?"},
+                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+            ],
+        }
+    ]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="any", messages=sound, max_tokens=4)  # type: ignore[arg-type]
+    assert caught.value.code == "model_cannot_hear"
+    assert caught.value.param == "messages[0].content[1]"  # type: ignore[attr-defined]
+    assert "cannot hear sound" in caught.value.message

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -122,4 +123,28 @@ def test_the_archive_sweeps_as_the_app_starts(tmp_path: Path) -> None:
 
     asyncio.run(start())
     assert picture.exists()
+    assert not orphan.exists()
+
+
+def test_kept_sounds_are_swept_as_pictures_are(tmp_path: Path) -> None:
+    from app.flow.sound_files import read_sound
+    from app.store.pictures import sound_path, sounds_dir
+
+    source = tmp_path / "beep.wav"
+    with wave.open(str(source), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(bytes(1600))
+    sound = read_sound(source, source.name).to_dict()
+    conversation = Conversation()
+    conversation.add("user", "Listen", attachments=[sound])
+    db, _ = open_database(database_path(), backups=False)
+    db.save_all(conversation)
+    db.close()
+    referenced = sound_path(str(sound["digest"]))
+    orphan = keep_picture_bytes(b"a sound nobody refers to", sounds_dir())[1]
+    age(referenced, orphan)
+    assert sweep_unreferenced(database_path()) == 1
+    assert referenced.exists()
     assert not orphan.exists()

@@ -6,8 +6,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from PySide6.QtCore import QCoreApplication, QObject, QSize, Qt, Slot
-from PySide6.QtGui import QFontDatabase, QIcon, QImage, QPixmap
+from PySide6.QtCore import QCoreApplication, QObject, QSize, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QFontDatabase, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -21,11 +21,11 @@ from app.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
-from app.store.pictures import picture_path
+from app.store.pictures import picture_path, sound_path
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.look.icons import icon
-from app.ui.look.pictures import THUMBNAIL_PX, load_picture
+from app.ui.look.pictures import THUMBNAIL_PX, find_file, load_picture
 from app.ui.look.style import follow_theme
 
 APP_NAME = "Floodgate"
@@ -140,6 +140,8 @@ class Transcript(QObject):
         chip.setIcon(icon("paperclip"))
         chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         digest = attachment.get("digest")
+        if attachment.get("kind") == "sound":
+            chip.setIcon(icon("music"))
         if attachment.get("kind") == "picture" and isinstance(digest, str):
             side = QSize(THUMBNAIL_PX, THUMBNAIL_PX)
 
@@ -281,11 +283,73 @@ class PictureDialog(QDialog):
         self.picture.setPixmap(QPixmap.fromImage(image))
 
 
+class SoundDialog(QDialog):
+    """A sound sent with a prompt: what it is, and a button that plays it in the system's player.
+
+    Floodgate does not play sound itself (no audio output of its own to set up, and every
+    desktop has a player that does it better).
+    """
+
+    def __init__(self, attachment: dict[str, object], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("soundDialog")
+        follow_theme(self)
+        name = str(attachment.get("name", ""))
+        self.setWindowTitle(name)
+        summary = QLabel(
+            " · ".join([name, self.tr("sound"), size_text(_count(attachment, "size"))])
+        )
+        summary.setTextFormat(Qt.TextFormat.PlainText)
+        digest = attachment.get("digest")
+        self.path = sound_path(digest) if isinstance(digest, str) else None
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        self.play = buttons.addButton(self.tr("Play"), QDialogButtonBox.ButtonRole.ActionRole)
+        self.play.setIcon(icon("music"))
+        self.play.setToolTip(self.tr("Play it in this computer's own player"))
+        self.play.clicked.connect(self._play)
+        self.note = QLabel()
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note.setWordWrap(True)
+        self.note.hide()
+        layout = QVBoxLayout(self)
+        layout.addWidget(summary)
+        layout.addWidget(self.note)
+        layout.addWidget(buttons)
+        self.play.setEnabled(False)  # until its file is found, off the UI thread
+        if self.path is None:
+            self._found(False)
+        else:
+            find_file(self.path, self, self._found)
+
+    @Slot(bool)
+    def _found(self, there: bool) -> None:
+        if there:
+            self.play.setEnabled(True)
+        else:
+            self._say(self.tr("The sound could not be played: its file is missing."))
+
+    def _say(self, text: str) -> None:
+        self.play.setEnabled(False)
+        self.note.setText(text)
+        self.note.show()
+
+    @Slot()
+    def _play(self) -> None:
+        if self.path is None or not QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.path))):
+            self._say(self.tr("No player on this computer opened the sound."))
+
+
 def show_attachment(parent: QWidget, attachment: dict[str, object]) -> QDialog:
-    """Open a sent attachment in a window of its own (not modal): its text, or the picture."""
+    """Open a sent attachment in a window of its own (not modal): text, picture or sound."""
     dialog: QDialog
-    if attachment.get("kind") == "picture":
-        dialog = PictureDialog(attachment, parent.window())
+    kinds: dict[object, type[PictureDialog | SoundDialog]] = {
+        "picture": PictureDialog,
+        "sound": SoundDialog,
+    }
+    media = kinds.get(attachment.get("kind"))
+    if media is not None:
+        dialog = media(attachment, parent.window())
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.show()
         return dialog

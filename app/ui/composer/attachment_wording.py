@@ -25,6 +25,8 @@ def summary_text(name: str, attachment: Attachment, seconds: float | None) -> st
     parts = [name, size_text(attachment.size)]
     if attachment.is_picture:
         parts.append(QCoreApplication.translate("AttachmentTray", "picture"))
+    if attachment.is_sound:
+        parts.append(QCoreApplication.translate("AttachmentTray", "sound"))
     if attachment.pages == 1:
         parts.append(QCoreApplication.translate("AttachmentTray", "1 page"))
     elif attachment.pages is not None:

@@ -105,6 +105,17 @@ class ComposerAttachments(QObject):
                 ),
                 8000,
             )
+        sounds = any(a.is_sound for a in self.tray.attachments())
+        if sounds and (model is None or not model.hears):
+            return (
+                QCoreApplication.translate(
+                    "MainWindow",
+                    "The open model cannot hear sound. Open a model that can (one whose "
+                    "projector reads audio, with its mmproj file beside it), or remove the "
+                    "sounds.",
+                ),
+                8000,
+            )
         if self.tray.over:
             return (
                 QCoreApplication.translate(

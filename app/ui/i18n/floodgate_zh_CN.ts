@@ -210,6 +210,10 @@
         <translation>图片</translation>
     </message>
     <message>
+        <source>sound</source>
+        <translation>声音</translation>
+    </message>
+    <message>
         <source>1 page</source>
         <translation>1 页</translation>
     </message>
@@ -500,6 +504,10 @@
         <translation>当前打开的模型看不懂图片。请打开一个能看图的模型（旁边带有投影器，即 mmproj 文件，例如 SmolVLM 或 Gemma 3），或者不带图片发送消息。</translation>
     </message>
     <message>
+        <source>The open model cannot hear sound. Open a model that can (one whose projector reads audio, such as Qwen2-Audio, Ultravox or Voxtral, with its mmproj file beside it), or send the message without it.</source>
+        <translation>当前打开的模型听不到声音。请打开能听的模型（其投影器能读取音频，例如 Qwen2-Audio、Ultravox 或 Voxtral，mmproj 文件放在它旁边），或不带声音发送这条消息。</translation>
+    </message>
+    <message>
         <source>{name} could not be loaded: the file may be truncated, damaged, or made for a newer llama.cpp. ({reason})</source>
         <translation>无法加载 {name}：文件可能不完整、已损坏，或需要更新版本的 llama.cpp。（{reason}）</translation>
     </message>
@@ -566,6 +574,10 @@
     <message>
         <source>Looking at the picture…</source>
         <translation>正在看图片…</translation>
+    </message>
+    <message>
+        <source>Listening to the sound…</source>
+        <translation>正在听声音…</translation>
     </message>
     <message>
         <source>Reading the conversation… {done} / {total} tokens</source>
@@ -1484,6 +1496,18 @@
         <translation>这个投影器以二维方式放置图片（M-RoPE，如 Qwen-VL 模型），Floodgate 暂不支持。</translation>
     </message>
     <message>
+        <source>The sound could not be encoded (code {code}).</source>
+        <translation>无法编码该声音（代码 {code}）。</translation>
+    </message>
+    <message>
+        <source>The pictures and sounds could not be placed in the prompt (code {code}).</source>
+        <translation>无法将图片和声音放入提示（代码 {code}）。</translation>
+    </message>
+    <message>
+        <source>The sounds could not be placed in the prompt (code {code}).</source>
+        <translation>无法将声音放入提示（代码 {code}）。</translation>
+    </message>
+    <message>
         <source>The pictures could not be placed in the prompt (code {code}).</source>
         <translation>无法将图片放入提示中（代码 {code}）。</translation>
     </message>
@@ -1514,6 +1538,18 @@
     <message>
         <source>{draft} cannot guess ahead for {model}: their vocabularies differ ({how}). Choose a draft model of the same family (in Settings, Compute), or none.</source>
         <translation>{draft} 无法为 {model} 预先猜测：它们的词表不同（{how}）。请选择同系列的草稿模型（在“设置”的“计算”中），或不使用草稿模型。</translation>
+    </message>
+    <message>
+        <source>{name} is {length} long (minutes:seconds); Floodgate reads sounds of up to {limit} minutes. Attach a shorter part of it.</source>
+        <translation>{name} 长 {length}（分:秒）；Floodgate 只读取最长 {limit} 分钟的声音。请附加其中较短的一段。</translation>
+    </message>
+    <message>
+        <source>{name} is not a sound Floodgate can read (WAV, MP3 or FLAC), or it is damaged.</source>
+        <translation>{name} 不是 Floodgate 能读取的声音（WAV、MP3 或 FLAC），或者已损坏。</translation>
+    </message>
+    <message>
+        <source>{name} is {size}, more than the {limit} a sound may be.</source>
+        <translation>{name} 大小为 {size}，超过了声音文件的上限 {limit}。</translation>
     </message>
 </context>
 <context>
@@ -1692,6 +1728,10 @@
     <message>
         <source>Attach files to the next message ({shortcut})</source>
         <translation>为下一条消息附加文件（{shortcut}）</translation>
+    </message>
+    <message>
+        <source>The open model cannot hear sound. Open a model that can (one whose projector reads audio, with its mmproj file beside it), or remove the sounds.</source>
+        <translation>当前打开的模型听不到声音。请打开能听的模型（其投影器能读取音频，mmproj 文件放在它旁边），或移除这些声音。</translation>
     </message>
     <message>
         <source>Pasted picture.png</source>
@@ -2109,6 +2149,29 @@
     <message>
         <source>Untitled</source>
         <translation>未命名</translation>
+    </message>
+</context>
+<context>
+    <name>SoundDialog</name>
+    <message>
+        <source>sound</source>
+        <translation>声音</translation>
+    </message>
+    <message>
+        <source>Play</source>
+        <translation>播放</translation>
+    </message>
+    <message>
+        <source>Play it in this computer&apos;s own player</source>
+        <translation>用这台电脑自带的播放器播放</translation>
+    </message>
+    <message>
+        <source>The sound could not be played: its file is missing.</source>
+        <translation>无法播放该声音：文件丢失。</translation>
+    </message>
+    <message>
+        <source>No player on this computer opened the sound.</source>
+        <translation>这台电脑上没有播放器打开该声音。</translation>
     </message>
 </context>
 <context>

@@ -29,6 +29,26 @@ class _Delivery(QObject):
     done = Signal(QImage)
 
 
+class _Found(QObject):
+    done = Signal(bool)
+
+
+def find_file(path: Path, owner: QObject, deliver: Callable[[bool], None]) -> None:
+    """Whether ``path`` is a file, asked on a thread; ``deliver`` gets it on the UI thread.
+
+    Never after ``owner`` is destroyed (a kept sound's window, before its Play is offered).
+    """
+    delivery = _Found(owner)
+    delivery.done.connect(deliver)
+
+    def work() -> None:
+        there = path.is_file()
+        with contextlib.suppress(RuntimeError):  # the owner (and the delivery) are gone
+            delivery.done.emit(there)
+
+    threading.Thread(target=work, name="floodgate-find-file", daemon=True).start()
+
+
 def load_picture(
     path: Path, largest: QSize, owner: QObject, deliver: Callable[[QImage], None]
 ) -> None:
