@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -100,6 +101,27 @@ def test_describing_a_folder_shows_models_and_says_which_files_are_not(
     loop.run_until_complete(describe_models(library, [folder], []))
     assert library.paths() == [(folder / "smol.gguf").resolve()]
     assert "truncated.gguf" in library.problems.text()
+
+
+def test_a_model_with_an_audio_projector_beside_it_is_listed_as_hearing(
+    loop: Loop, qtbot: QtBot, tmp_path: Path, model_path: Path
+) -> None:
+    from app.standins.audio_projector import write_audio_projector
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    # A copy, not a link: the library lists a link by the file it points to, whose folder
+    # has no projector.
+    shutil.copy(model_path, folder / "Qwen2-Audio-test-Q4_1.gguf")
+    write_audio_projector(folder / "mmproj-Qwen2-Audio-test-f16.gguf")
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    loop.run_until_complete(describe_models(library, [folder], []))
+    assert library.paths() == [(folder / "Qwen2-Audio-test-Q4_1.gguf").resolve()]  # one model
+    name = library.table.item(0, 0).text()
+    assert name.startswith("Qwen2-Audio-test")
+    assert "hears sound" in name
+    assert "sees pictures" not in name
 
 
 def rss_mb() -> float:

@@ -182,6 +182,8 @@ class ModelLibrary(QDialog):
         name = f"{card.name}  ({marker})" if in_use else card.name
         if card.sees:
             name += "  · " + self.tr("sees pictures")
+        if card.hears:
+            name += "  · " + self.tr("hears sound")
         cells = [
             name,
             card.architecture,

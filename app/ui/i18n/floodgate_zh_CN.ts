@@ -1988,6 +1988,10 @@
         <translation>能看图片</translation>
     </message>
     <message>
+        <source>hears sound</source>
+        <translation>能听声音</translation>
+    </message>
+    <message>
         <source>yes</source>
         <translation>有</translation>
     </message>
