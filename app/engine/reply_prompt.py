@@ -78,7 +78,7 @@ class ReplyPrompts:
 
         The turns' pictures are left out if the model cannot see, their sounds if it cannot
         hear (:meth:`seen`); a prompt that has some is rendered through the projector
-        (:meth:`render_pictures`), and its media must be closed once the reply is over.
+        (:meth:`render_media`), and its media must be closed once the reply is over.
         ``plain``: a plain text to continue instead of the turns (the API's completions).
 
         Raises:
@@ -90,7 +90,7 @@ class ReplyPrompts:
         """
         messages = self.seen(messages)
         if plain is None and any(_media(message) for message in messages):
-            media, stop_strings = self.render_pictures(messages, stop)
+            media, stop_strings = self.render_media(messages, stop)
             return media.tokens, stop_strings, media
         prompt, stop_strings = self.render_text(messages, stop, plain)
         return prompt, stop_strings, None
@@ -150,7 +150,7 @@ class ReplyPrompts:
             kept.append(turn)
         return kept
 
-    def render_pictures(
+    def render_media(
         self, messages: Sequence[ChatMessage], stop: StopSignal
     ) -> tuple[MediaPrompt, tuple[str, ...]]:
         """The prompt of a conversation with pictures or sounds: tokens, placeholders, stop strings.

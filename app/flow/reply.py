@@ -119,7 +119,7 @@ class ReplyRunner(QObject):
         """Answer ``prompt``, the conversation's newest turn, with the turns before it."""
         conversation = self._library.conversation
         messages = [
-            with_pictures(ChatMessage(role=r, content=c), source)
+            with_media(ChatMessage(role=r, content=c), source)
             for r, c, source in conversation.history_turns(prompt_for_model)
         ]
         message = conversation.add("assistant", "", "streaming")
@@ -285,7 +285,7 @@ def attachments_of(message: Message) -> list[Attachment]:
     return attachments
 
 
-def with_pictures(turn: ChatMessage, message: Message | None) -> ChatMessage:
+def with_media(turn: ChatMessage, message: Message | None) -> ChatMessage:
     """``turn`` with the pictures and sounds ``message`` has (kept in the data folder by digest)."""
     if message is None:
         return turn
