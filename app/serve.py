@@ -43,6 +43,8 @@ from app.flow.words import say_sentence
 from app.sentence import Sentence
 from app.server.api import DEFAULT_PORT, ServerConfig
 from app.server.local import LocalServer, ServerStartError
+from app.store.database import database_path
+from app.store.media_sweep import sweep_unreferenced
 from app.store.paths import data_dir, default_model_path, prompt_cache_dir
 from app.store.preferences import ApiServerPreferences
 from app.store.thread_choices import ThreadChoices
@@ -170,6 +172,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             print(exc, file=sys.stderr)
             return 2
         print(f"Serving {path.name} at {server.base_url} (Ctrl+C stops)", flush=True)
+        # The pictures and sounds of earlier requests, which no conversation refers to, go as
+        # they do when the window starts (not waited for; a file under an hour old stays).
+        sweep = asyncio.get_running_loop().run_in_executor(
+            None, sweep_unreferenced, database_path()
+        )
         if host.model is not None and host.model.parallel > 1:
             print(f"Replies side by side: {host.model.parallel}", flush=True)
         placement = host.model.placement if host.model is not None else None
@@ -186,6 +193,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             await stop.wait()
         finally:
             server.stop()
+            sweep.cancel()  # only if it has not begun
     finally:
         await host.close()
     return 0

@@ -16,8 +16,8 @@ from PIL import Image
 from app.standins.projector import ProjectorShape, write_projector
 from app.store.conversation import Message
 from app.store.database import open_database
+from app.store.media_files import picture_path
 from app.store.paths import DEFAULT_MODEL, MODEL_VARIABLE
-from app.store.pictures import picture_path
 from app.store.preferences import load_preferences, save_preferences
 from tests.drivers import LONG_PROMPT
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from app.engine.model_file import readable_name
+from app.store.database import database_path
 
 pytestmark = pytest.mark.model
 
@@ -214,3 +215,32 @@ def test_a_crashed_server_is_told_at_the_next_start_and_a_second_server_leaves_t
     assert str(kept) in said
     assert "Segmentation fault" in kept.read_text()
     assert not record.exists()  # the third ended cleanly: nothing to tell next time
+
+
+def test_serve_sweeps_the_pictures_and_sounds_no_conversation_refers_to(
+    model_path: Path,
+) -> None:
+    home = Path(os.environ["FLOODGATE_HOME"])  # this test's own (conftest)
+    assert not database_path().exists()  # only the server has run here
+    hour_ago = time.time() - 2 * 3600
+    old_picture = home / "pictures" / "ab" / ("ab" + "1" * 62)
+    old_sound = home / "sounds" / "cd" / ("cd" + "2" * 62)
+    young = home / "pictures" / "ef" / ("ef" + "3" * 62)  # a request's, still encoding
+    for path in (old_picture, old_sound, young):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"kept")
+    for path in (old_picture, old_sound):
+        os.utime(path, (hour_ago, hour_ago))
+    process = start(model_path, "--port", "0")
+    try:
+        address(process)
+        deadline = time.monotonic() + 20
+        while (old_picture.exists() or old_sound.exists()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not old_picture.exists()
+        assert not old_sound.exists()
+        assert young.exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+    finally:
+        close(process)

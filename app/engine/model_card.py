@@ -494,26 +494,35 @@ def short_count(n: int | None) -> str:
     return str(n)
 
 
-def _models_in(folder: Path) -> list[Path]:
+def _models_in(folder: Path) -> list[tuple[Path, Path]]:
+    """The .gguf files in ``folder``: each by the path it is listed at, and the file it is.
+
+    A link is listed by its own path, not its target's: a Hub cache's snapshot folder links
+    ``model-Q4_K_M.gguf`` and ``mmproj-model-f16.gguf`` to blobs named by their hashes, and
+    the model's name and its projector beside it are read from the link's folder.
+    """
     if not folder.is_dir():
         return []
-    return [p.resolve() for p in sorted(folder.glob("*.gguf"))]
+    return [(p.absolute(), p.resolve()) for p in sorted(folder.glob("*.gguf"))]
 
 
-def _still_there(path: Path) -> bool:
+def _still_there(path: Path) -> tuple[Path, Path] | None:
     # Anything but a folder: a recent file that became a pipe is listed with a sentence.
-    return path.exists() and not path.is_dir()
+    if path.exists() and not path.is_dir():
+        return path.absolute(), path.resolve()
+    return None
 
 
 def find_models(
     folders: Iterable[Path], files: Sequence[Path] = (), timeout: float = FILE_TIMEOUT_S
 ) -> list[Path]:
-    """The .gguf files in ``folders`` plus ``files`` that still exist; each once, in order.
+    """The .gguf files in ``folders`` plus ``files`` that still exist; each file once, in order.
 
+    A file reached by two paths (a link and its target) is listed once, by the first.
     A folder or file that does not answer within ``timeout`` seconds (a hung network mount)
     is left out, and logged; the others are listed.
     """
-    found: list[Path] = []
+    found: list[tuple[Path, Path]] = []
     for folder in folders:
         try:
             found.extend(within_timeout(partial(_models_in, folder), folder, timeout))
@@ -521,11 +530,13 @@ def find_models(
             log.warning("models folder %s left out: %s", folder, exc)
     for file in files:
         try:
-            if within_timeout(partial(_still_there, file), file, timeout):
-                found.append(within_timeout(file.resolve, file, timeout))
+            there = within_timeout(partial(_still_there, file), file, timeout)
         except (ModelLoadError, OSError) as exc:
             log.warning("model file %s left out: %s", file, exc)
-    unique: dict[Path, None] = {}
-    for path in found:
-        unique.setdefault(path, None)
-    return list(unique)
+            continue
+        if there is not None:
+            found.append(there)
+    unique: dict[Path, Path] = {}
+    for path, target in found:
+        unique.setdefault(target, path)
+    return list(unique.values())

@@ -376,7 +376,8 @@ class Projector:
         self._folder = cache_dir / self.digest if cache_dir is not None else None
         self._ram: _Kept[np.ndarray] = _Kept(_RAM_EMBEDDINGS_BYTES, lambda a: int(a.nbytes))
         self._bitmaps = _Bitmaps(self._ctx)
-        self._sound_lengths: OrderedDict[str, int] = OrderedDict()
+        # Counted as one each: the latest _SOUND_LENGTHS sounds' lengths.
+        self._sound_lengths: _Kept[int] = _Kept(_SOUND_LENGTHS, lambda _length: 1)
         self._window_tokens: int | None = None
         self.encodes = 0
         """Chunks encoded since opening (pictures, their tiles, sounds' windows; the rest came
@@ -465,10 +466,7 @@ class Projector:
         whole = sum(r.length for r in runs if r.media is item)
         if isinstance(item, Sound):
             self._window_tokens = max(self._window_tokens or 0, n)
-            self._sound_lengths[item.digest] = whole
-            self._sound_lengths.move_to_end(item.digest)
-            while len(self._sound_lengths) > _SOUND_LENGTHS:
-                self._sound_lengths.popitem(last=False)
+            self._sound_lengths.put(item.digest, whole)
         else:
             self.tokens_per_picture = max(self.tokens_per_picture, whole)
 

@@ -31,7 +31,7 @@ from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.backup import BACKUP_EVERY
 from app.store.conversation import Conversation
 from app.store.database import WRITES, Database, open_database
-from app.store.picture_sweep import sweep_unreferenced
+from app.store.media_sweep import sweep_unreferenced
 from app.store.rescue import is_damage
 from app.trace import TRACE
 

@@ -37,7 +37,7 @@ from app.engine.sounds import SoundError
 from app.flow.sound_files import checked_size, is_sound_file, read_sound
 from app.flow.words import say, say_sentence
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
-from app.store.pictures import keep_checked_bytes, keep_picture
+from app.store.media_files import keep_checked_bytes, keep_file
 
 TokenCounter = Callable[[str], int | None]
 """The open model's token count of a text; None when no model is open. Called off the UI
@@ -443,7 +443,7 @@ def read_picture(path: Path, name: str, folder: Path | None = None) -> Attachmen
     )
     size = checked_size(path, name, MAX_PICTURE_BYTES, too_large, PictureError)
     check_picture(path)
-    digest, _kept = keep_picture(path, folder)
+    digest, _kept = keep_file(path, folder)
     return Attachment(name=name, kind="picture", size=size, text="", tokens=None, digest=digest)
 
 

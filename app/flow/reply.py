@@ -24,7 +24,7 @@ from app.flow.words import say, say_sentence
 from app.flow.worker import ReplyJob, ReplyProducer
 from app.sentence import QT_TRANSLATE_NOOP
 from app.store.conversation import Message, Status
-from app.store.pictures import picture_path, sound_path
+from app.store.media_files import picture_path, sound_path
 from app.store.text import storable_text
 
 SAVE_EVERY = 1.0

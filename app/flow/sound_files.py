@@ -15,7 +15,7 @@ from app.documents import Attachment
 from app.engine.media import MediaError
 from app.engine.sounds import SoundError, sniff, verify_sound
 from app.sentence import QT_TRANSLATE_NOOP, Sentence, size_text
-from app.store.pictures import keep_picture, sounds_dir
+from app.store.media_files import keep_file, sounds_dir
 
 MAX_SOUND_BYTES: Final = 128 * 1024 * 1024
 """The largest sound file attached (its length is capped too, from its header)."""
@@ -48,7 +48,7 @@ def read_sound(path: Path, name: str, folder: Path | None = None) -> Attachment:
     )
     size = checked_size(path, name, MAX_SOUND_BYTES, too_large, SoundError)
     verify_sound(path)
-    digest, _kept = keep_picture(path, folder or sounds_dir())
+    digest, _kept = keep_file(path, folder or sounds_dir())
     return Attachment(name=name, kind="sound", size=size, text="", tokens=None, digest=digest)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from app.engine.media import MediaError
 from app.engine.pictures import Picture, verify
 from app.server.errors import ApiError
-from app.store.pictures import keep_checked_bytes
+from app.store.media_files import keep_checked_bytes
 
 MAX_PICTURE_BYTES = 20 * 1024 * 1024
 """The largest picture a request may carry (decoded)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from app.engine.sounds import Sound, verify_sound
 from app.server.errors import ApiError
 from app.server.pictures import decoded, kept
-from app.store.pictures import sounds_dir
+from app.store.media_files import sounds_dir
 
 MAX_SOUND_BYTES = 25 * 1024 * 1024
 """The largest sound a request may carry (decoded; OpenAI's own limit for audio input)."""

@@ -23,7 +23,7 @@ from app.standins.projector import LARGE, ProjectorShape, write_projector
 from app.store.conversation import Conversation
 from app.store.database import open_database
 from app.store.exchange import NotAConversationError, from_json, to_json
-from app.store.pictures import picture_path
+from app.store.media_files import picture_path
 from app.ui.chat.transcript import PictureDialog, show_attachment
 from app.ui.composer.attachment_tray import ChipState
 from tests.support.loop import Loop, run_for, run_until

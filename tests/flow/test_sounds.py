@@ -20,7 +20,7 @@ from app.standins.audio_projector import write_audio_projector
 from app.store.conversation import Conversation
 from app.store.database import open_database
 from app.store.exchange import from_json, to_json
-from app.store.pictures import sound_path
+from app.store.media_files import sound_path
 from app.ui.chat.transcript import SoundDialog, show_attachment
 from tests.support.loop import Loop, run_until
 from tests.support.sounds import write_sound

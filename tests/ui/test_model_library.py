@@ -55,7 +55,16 @@ def test_known_models_come_from_folders_and_recent_files_once_each(tmp_path: Pat
         [folder, tmp_path / "missing-folder"],
         [elsewhere, folder / "a.gguf", tmp_path / "deleted.gguf"],
     )
-    assert found == [(folder / "a.gguf").resolve(), (folder / "b.gguf").resolve(), elsewhere]
+    assert found == [folder / "a.gguf", folder / "b.gguf", elsewhere]
+
+
+def test_a_file_reached_through_a_link_is_listed_once_by_the_first_path(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "model.gguf").write_bytes(b"GGUF")
+    (folder / "same.gguf").symlink_to(folder / "model.gguf")
+    assert find_models([folder]) == [folder / "model.gguf"]
+    assert find_models([], [folder / "same.gguf", folder / "model.gguf"]) == [folder / "same.gguf"]
 
 
 def test_short_counts() -> None:
@@ -99,8 +108,32 @@ def test_describing_a_folder_shows_models_and_says_which_files_are_not(
     library = ModelLibrary(None)
     qtbot.addWidget(library)
     loop.run_until_complete(describe_models(library, [folder], []))
-    assert library.paths() == [(folder / "smol.gguf").resolve()]
+    assert library.paths() == [folder / "smol.gguf"]
     assert "truncated.gguf" in library.problems.text()
+
+
+def test_a_hub_cache_snapshot_is_listed_by_its_links_names_with_the_projector_beside(
+    loop: Loop, qtbot: QtBot, tmp_path: Path, model_path: Path
+) -> None:
+    from app.standins.projector import write_projector
+
+    # huggingface_hub's cache: the files are blobs named by their hashes, and the snapshot
+    # folder links each file's name to its blob.
+    blobs = tmp_path / "models--someone--SmolVLM-GGUF" / "blobs"
+    snapshot = blobs.parent / "snapshots" / "0123abcd"
+    blobs.mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    shutil.copy(model_path, blobs / "9f2c41aa")
+    write_projector(blobs / "77e0b5d3")
+    (snapshot / "SmolVLM-test-Q4_1.gguf").symlink_to("../../blobs/9f2c41aa")
+    (snapshot / "mmproj-SmolVLM-test-f16.gguf").symlink_to("../../blobs/77e0b5d3")
+    library = ModelLibrary(None)
+    qtbot.addWidget(library)
+    loop.run_until_complete(describe_models(library, [snapshot], []))
+    assert library.paths() == [snapshot / "SmolVLM-test-Q4_1.gguf"]
+    assert "sees pictures" in library.table.item(0, 0).text()  # type: ignore[union-attr]
+    card = read_model_card(library.paths()[0])
+    assert card.projector == snapshot / "mmproj-SmolVLM-test-f16.gguf"
 
 
 def test_a_model_with_an_audio_projector_beside_it_is_listed_as_hearing(
@@ -110,14 +143,12 @@ def test_a_model_with_an_audio_projector_beside_it_is_listed_as_hearing(
 
     folder = tmp_path / "models"
     folder.mkdir()
-    # A copy, not a link: the library lists a link by the file it points to, whose folder
-    # has no projector.
-    shutil.copy(model_path, folder / "Qwen2-Audio-test-Q4_1.gguf")
+    (folder / "Qwen2-Audio-test-Q4_1.gguf").symlink_to(model_path)
     write_audio_projector(folder / "mmproj-Qwen2-Audio-test-f16.gguf")
     library = ModelLibrary(None)
     qtbot.addWidget(library)
     loop.run_until_complete(describe_models(library, [folder], []))
-    assert library.paths() == [(folder / "Qwen2-Audio-test-Q4_1.gguf").resolve()]  # one model
+    assert library.paths() == [folder / "Qwen2-Audio-test-Q4_1.gguf"]  # one model
     name = library.table.item(0, 0).text()
     assert name.startswith("Qwen2-Audio-test")
     assert "hears sound" in name
@@ -179,7 +210,7 @@ def test_the_library_lists_every_other_file_whatever_one_of_them_is(
     problems = library.problems.text().splitlines()
     assert len(problems) == 4
     assert "a-pipe.gguf is a named pipe" in problems[0]
-    assert "/dev/null is a device" in problems[1]  # the link, resolved
+    assert "b-null.gguf is a device" in problems[1]  # named as listed: the link
     assert "d-truncated.gguf cannot be read" in problems[2]
     assert "f-socket.gguf is a socket" in problems[3]
 
@@ -281,3 +312,34 @@ def test_chosen_projectors_are_kept_in_the_preferences(tmp_path: Path) -> None:
     )
     # "" is a projector chosen as none: the model reads text only.
     assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf", "/m/c.gguf": ""}
+
+
+def test_a_model_opened_through_a_link_is_remembered_by_the_link(
+    qtbot: QtBot, loop: Loop, tmp_path: Path
+) -> None:
+    from app.standins.scripted import ScriptedBackend
+    from app.ui.window.app_dialogs import AppDialogs
+    from app.ui.window.main_window import MainWindow
+    from tests.support.preferences import Saved
+
+    backend = ScriptedBackend(["Hi"])
+
+    def opener(path: Path, options: EngineOptions) -> ScriptedBackend:
+        backend.reopen(path)
+        return backend
+
+    blob = tmp_path / "blobs" / "9f2c41aa"
+    blob.parent.mkdir()
+    blob.write_bytes(b"GGUF")
+    link = tmp_path / "snapshot" / "SmolVLM-test-Q4_1.gguf"
+    link.parent.mkdir()
+    link.symlink_to(blob)
+    session = ChatSession(opener)
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    keeper = Saved()
+    AppDialogs(window, keeper)
+    session.open_model(link)
+    run_until(loop, lambda: session.state is ModelState.READY, 10)
+    # The next launch opens the link, beside which its projector is found.
+    assert keeper.preferences.recent_models == [str(link)]

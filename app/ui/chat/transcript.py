@@ -21,7 +21,7 @@ from app.documents import size_text
 from app.flow.pacing import Slicer
 from app.flow.session import ChatSession
 from app.store.conversation import Message
-from app.store.pictures import picture_path, sound_path
+from app.store.media_files import picture_path, sound_path
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.rows.text import HeaderRow
 from app.ui.look.icons import icon

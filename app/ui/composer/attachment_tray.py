@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from typing_extensions import override
 
 from app.documents import Attachment
-from app.store.pictures import picture_path
+from app.store.media_files import picture_path
 from app.ui.composer.attachment_wording import (
     duration_text,
     rooms_in_order,

@@ -291,7 +291,8 @@ class AppDialogs(QObject):
     @Slot(ModelInfo)
     def _remember_model(self, info: ModelInfo) -> None:
         if info.chat_format != "remote":
-            self._keeper.remember_model(str(info.path.resolve()))
+            # By the path it was opened at: a link reopens beside its projector.
+            self._keeper.remember_model(str(info.path.absolute()))
         if info.placement is not None and self._hub is not None:
             # What the Hub's "fits the GPU" weighs: the GPU models load on now.
             settings = self._keeper.preferences.settings

@@ -14,18 +14,19 @@ import sqlite3
 from pathlib import Path
 
 from app.store.backup import backups_folder, list_backups
-from app.store.pictures import pictures_dir, sounds_dir, sweep_pictures
+from app.store.media_files import pictures_dir, sounds_dir, sweep_folder
 
 log = logging.getLogger(__name__)
 
 
 def referenced_digests(database: Path) -> set[str] | None:
-    """The pictures' digests that ``database``, its backups and files aside refer to.
+    """The digests of the kept files that ``database``, its backups and files aside refer to.
 
     Returns:
         The digests, or None when one of those files could not be read.
     """
-    files = [database]
+    # No history yet (only ``floodgate serve`` has run): no conversation refers to anything.
+    files = [database] if database.exists() else []
     files += [b.path for b in list_backups(backups_folder(database), database.stem)]
     files += sorted(database.parent.glob(f"{database.stem}.*-*{database.suffix}"))
     digests: set[str] = set()
@@ -65,7 +66,7 @@ def sweep_unreferenced(database: Path) -> int:
     digests = referenced_digests(database) if folders else None
     if digests is None:
         return 0
-    removed = sum(sweep_pictures(digests, folder) for folder in folders)
+    removed = sum(sweep_folder(digests, folder) for folder in folders)
     if removed:
         log.info("Removed %d kept files no conversation refers to", removed)
     return removed

@@ -16,8 +16,8 @@ from app.flow.archive import Archive
 from app.flow.attachments import read_picture
 from app.store.conversation import Conversation
 from app.store.database import database_path, open_database
-from app.store.picture_sweep import referenced_digests, sweep_unreferenced
-from app.store.pictures import SWEEP_AFTER_S, keep_picture_bytes, picture_path
+from app.store.media_files import SWEEP_AFTER_S, keep_bytes, picture_path
+from app.store.media_sweep import referenced_digests, sweep_unreferenced
 
 OLD = time.time() - 2 * SWEEP_AFTER_S
 
@@ -49,8 +49,8 @@ def history_with(folder: Path, *seeds: int) -> tuple[Conversation, list[Path]]:
 
 def test_only_old_files_no_conversation_refers_to_are_swept(tmp_path: Path) -> None:
     _, (referenced,) = history_with(tmp_path, 1)
-    orphan = keep_picture_bytes(b"an API request's picture, long done")[1]
-    young = keep_picture_bytes(b"a picture kept for a prompt not saved yet")[1]
+    orphan = keep_bytes(b"an API request's picture, long done")[1]
+    young = keep_bytes(b"a picture kept for a prompt not saved yet")[1]
     cut_short = orphan.with_name("0" * 64 + ".part")
     cut_short.write_bytes(b"half a picture")
     age(referenced, orphan, cut_short)
@@ -83,7 +83,7 @@ def test_a_deleted_conversation_s_pictures_stay_while_a_backup_refers_to_them(
 
 def test_a_history_file_that_cannot_be_read_stops_the_sweep(tmp_path: Path) -> None:
     _, (picture,) = history_with(tmp_path, 3)
-    orphan = keep_picture_bytes(b"nobody's")[1]
+    orphan = keep_bytes(b"nobody's")[1]
     age(picture, orphan)
     damaged = database_path().with_name("floodgate.damaged-20261203-120000.sqlite3")
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
@@ -101,7 +101,7 @@ def test_a_history_file_that_cannot_be_read_stops_the_sweep(tmp_path: Path) -> N
 
 
 def test_a_history_opened_elsewhere_sweeps_nothing(tmp_path: Path) -> None:
-    orphan = keep_picture_bytes(b"the data folder's, not this history's")[1]
+    orphan = keep_bytes(b"the data folder's, not this history's")[1]
     age(orphan)
     elsewhere = tmp_path / "elsewhere" / "history.sqlite3"
     db, _ = open_database(elsewhere, backups=False)
@@ -112,7 +112,7 @@ def test_a_history_opened_elsewhere_sweeps_nothing(tmp_path: Path) -> None:
 
 def test_the_archive_sweeps_as_the_app_starts(tmp_path: Path) -> None:
     _, (picture,) = history_with(tmp_path, 4)
-    orphan = keep_picture_bytes(b"left by a deleted conversation")[1]
+    orphan = keep_bytes(b"left by a deleted conversation")[1]
     age(picture, orphan)
 
     async def start() -> None:
@@ -128,7 +128,7 @@ def test_the_archive_sweeps_as_the_app_starts(tmp_path: Path) -> None:
 
 def test_kept_sounds_are_swept_as_pictures_are(tmp_path: Path) -> None:
     from app.flow.sound_files import read_sound
-    from app.store.pictures import sound_path, sounds_dir
+    from app.store.media_files import sound_path, sounds_dir
 
     source = tmp_path / "beep.wav"
     with wave.open(str(source), "wb") as out:
@@ -143,7 +143,7 @@ def test_kept_sounds_are_swept_as_pictures_are(tmp_path: Path) -> None:
     db.save_all(conversation)
     db.close()
     referenced = sound_path(str(sound["digest"]))
-    orphan = keep_picture_bytes(b"a sound nobody refers to", sounds_dir())[1]
+    orphan = keep_bytes(b"a sound nobody refers to", sounds_dir())[1]
     age(referenced, orphan)
     assert sweep_unreferenced(database_path()) == 1
     assert referenced.exists()

@@ -1,10 +1,11 @@
-"""Pictures kept with conversations: content-addressed files in the data folder.
+"""Pictures and sounds kept with conversations: content-addressed files in the data folder.
 
-A picture attached to a prompt is copied into ``<data>/pictures/<2 hex>/<SHA-256>`` before
-the prompt is saved, written to a temporary name, synced, then renamed: after a kill -9 the
-file is there whole or not at all, and a conversation refers to it by its digest alone (the
-same picture attached twice is one file). Nothing here decodes pictures: the flow checks them
-(:mod:`app.engine.pictures`) before they are kept.
+A picture attached to a prompt is copied into ``<data>/pictures/<2 hex>/<SHA-256>`` (a sound
+into ``<data>/sounds/``) before the prompt is saved, written to a temporary name, synced, then
+renamed: after a kill -9 the file is there whole or not at all, and a conversation refers to
+it by its digest alone (the same file attached twice is one file). Nothing here decodes them:
+the flow checks them (:mod:`app.engine.pictures`, :mod:`app.engine.sounds`) before they are
+kept. Each function takes the folder (pictures' by default).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def picture_path(digest: str, folder: Path | None = None) -> Path:
 
 
 def kept(digest: str, size: int, folder: Path | None = None) -> bool:
-    """Whether a picture of ``digest`` (and ``size`` bytes) is kept already."""
+    """Whether a file of ``digest`` (and ``size`` bytes) is kept already."""
     path = picture_path(digest, folder)
     try:
         return path.stat().st_size == size
@@ -52,7 +53,7 @@ def kept(digest: str, size: int, folder: Path | None = None) -> bool:
 def keep_checked_bytes(
     data: bytes, check: Callable[[Path], object], folder: Path | None = None
 ) -> tuple[str, Path]:
-    """Keep a picture's bytes, then ``check`` the kept file; returns (digest, path).
+    """Keep a file's bytes, then ``check`` the kept file; returns (digest, path).
 
     When ``check`` raises, the file goes again, unless it was kept before (another
     conversation refers to it), and the exception goes on.
@@ -61,7 +62,7 @@ def keep_checked_bytes(
         OSError: the file could not be written; whatever ``check`` raises.
     """
     before = kept(hashlib.sha256(data).hexdigest(), len(data), folder)
-    digest, path = keep_picture_bytes(data, folder)
+    digest, path = keep_bytes(data, folder)
     try:
         check(path)
     except BaseException:
@@ -71,17 +72,17 @@ def keep_checked_bytes(
     return digest, path
 
 
-def keep_picture(source: Path, folder: Path | None = None) -> tuple[str, Path]:
-    """Copy ``source`` into the pictures folder under its digest; returns (digest, path).
+def keep_file(source: Path, folder: Path | None = None) -> tuple[str, Path]:
+    """Copy ``source`` into ``folder`` under its digest; returns (digest, path).
 
     Raises:
         OSError: it could not be read or written (a full disk): nothing half-written stays.
     """
-    return keep_picture_bytes(source.read_bytes(), folder)
+    return keep_bytes(source.read_bytes(), folder)
 
 
-def keep_picture_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Path]:
-    """Keep a picture's bytes (a pasted screenshot) under their digest; returns (digest, path).
+def keep_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Path]:
+    """Keep a file's bytes (a pasted screenshot) under their digest; returns (digest, path).
 
     Raises:
         OSError: the file could not be written: nothing half-written stays.
@@ -108,24 +109,24 @@ def keep_picture_bytes(data: bytes, folder: Path | None = None) -> tuple[str, Pa
 
 
 SWEEP_AFTER_S = 3600.0
-"""A picture file no conversation refers to goes once it is this old: one kept for a prompt
+"""A kept file no conversation refers to goes once it is this old: one kept for a prompt
 not yet saved, or for an API request still running, is younger."""
 
 
-def sweep_pictures(
+def sweep_folder(
     referenced: Collection[str],
     folder: Path | None = None,
     *,
     older_than: float = SWEEP_AFTER_S,
     now: float | None = None,
 ) -> int:
-    """Remove the kept pictures whose digest is not in ``referenced``; returns how many.
+    """Remove the files in ``folder`` whose digest is not in ``referenced``; returns how many.
 
-    Pictures stay when a conversation is deleted (another may refer to the same file), and
-    the API server keeps a request's pictures for its encoder: without a sweep the folder only
-    grows. A file younger than ``older_than`` seconds stays, and so does a ``.part`` left by a
-    kill mid-write until it is as old. Errors (a file in use, a read-only folder) leave the
-    file where it is.
+    Files stay when a conversation is deleted (another may refer to the same file), and
+    the API server keeps a request's pictures and sounds for its encoder: without a sweep
+    the folder only grows. A file younger than ``older_than`` seconds stays, and so does a
+    ``.part`` left by a kill mid-write until it is as old. Errors (a file in use, a read-only
+    folder) leave the file where it is.
     """
     root = folder or pictures_dir()
     cutoff = (time.time() if now is None else now) - older_than
