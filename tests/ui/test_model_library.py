@@ -314,8 +314,9 @@ def test_chosen_projectors_are_kept_in_the_preferences(tmp_path: Path) -> None:
     assert load_preferences(file).projectors == {"/m/b.gguf": "/p/b.gguf", "/m/c.gguf": ""}
 
 
-def test_a_model_opened_through_a_link_is_remembered_by_the_link(
-    qtbot: QtBot, loop: Loop, tmp_path: Path
+@pytest.mark.model
+def test_a_model_opened_through_a_link_is_remembered_by_the_link_and_described(
+    qtbot: QtBot, loop: Loop, tmp_path: Path, model_path: Path
 ) -> None:
     from app.standins.scripted import ScriptedBackend
     from app.ui.window.app_dialogs import AppDialogs
@@ -330,7 +331,7 @@ def test_a_model_opened_through_a_link_is_remembered_by_the_link(
 
     blob = tmp_path / "blobs" / "9f2c41aa"
     blob.parent.mkdir()
-    blob.write_bytes(b"GGUF")
+    shutil.copy(model_path, blob)  # a file of its own, not the bundled one the library lists
     link = tmp_path / "snapshot" / "SmolVLM-test-Q4_1.gguf"
     link.parent.mkdir()
     link.symlink_to(blob)
@@ -338,8 +339,12 @@ def test_a_model_opened_through_a_link_is_remembered_by_the_link(
     window = MainWindow(session)
     qtbot.addWidget(window)
     keeper = Saved()
-    AppDialogs(window, keeper)
+    dialogs = AppDialogs(window, keeper)
+    run_until(loop, lambda: not dialogs._scanning, 10)  # the library as the app starts
     session.open_model(link)
     run_until(loop, lambda: session.state is ModelState.READY, 10)
     # The next launch opens the link, beside which its projector is found.
     assert keeper.preferences.recent_models == [str(link)]
+    # Opened from outside the library: its card is read, and the header shows its size.
+    run_until(loop, lambda: blob in window.header.cards, 10)
+    assert window.header.facts.text().startswith(f"{model_path.stat().st_size / 2**20:.0f} MB")

@@ -293,6 +293,11 @@ class AppDialogs(QObject):
         if info.chat_format != "remote":
             # By the path it was opened at: a link reopens beside its projector.
             self._keeper.remember_model(str(info.path.absolute()))
+            if info.path.resolve() not in self._window.header.cards:
+                # Opened from outside the library (the command line, a file dialog): its
+                # card (the size the header shows, the drafts it lists) is read now.
+                header = self._window.header
+                self._spawn(describe_models(header, [], [info.path], self.projector_for))
         if info.placement is not None and self._hub is not None:
             # What the Hub's "fits the GPU" weighs: the GPU models load on now.
             settings = self._keeper.preferences.settings
