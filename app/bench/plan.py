@@ -129,6 +129,9 @@ TARGETS: list[Target] = [
     Target("vision.follow_up_ratio", "<=", 1.5),
     Target("vision.stop_encode_ms.p95", "<=", 50.0),
     Target("vision.encode_hook_ratio", ">=", 0.95),
+    Target("vision.sound.follow_up_ratio", "<=", 1.5),
+    Target("vision.sound.stop_encode_ms.p95", "<=", 50.0),
+    Target("vision.sound.encode_hook_ratio", ">=", 0.95),
     # On a real GPU, every layer offloaded (lavapipe, a Vulkan driver on the CPU, gets none).
     Target("gpu.native_ratio", ">=", 0.95),
     Target("gpu.stop_prefill_ms.p95", "<=", 25.0),

@@ -386,6 +386,13 @@ def _vision_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(
             f"| llama-cpp-python's MTMDChatHandler | not measured: {peer.get('problem')} |"
         )
+    sound = section.get("sound")
+    if sound:
+        lines.append(
+            f"| Floodgate, a sound of {sound['seconds']} s (encoded in {sound['encode_ms']} ms)"
+            f" | {sound['follow_up_ms']} | {sound['follow_up_text_only_ms']}"
+            f" | {sound['follow_up_ratio']} |"
+        )
     return ["", *lines]
 
 

@@ -1,4 +1,4 @@
-"""The ``vision`` section: a picture through the projector, read once, and Stop in the encoder.
+"""The ``vision`` section: a picture and a sound through their projectors, read once, and Stop.
 
 No vision model ships in a package, so the section writes the tests' projector with random
 weights (:mod:`app.standins.projector`, its larger shape: 1,024 patches through 12 blocks)
@@ -15,6 +15,11 @@ vision model's encoder.
 
 Beside it, ``peer``: llama-cpp-python's ``MTMDChatHandler`` on the same follow-ups in a bare
 child (:mod:`app.bench.vision_peer`), which encodes the picture again on every turn.
+
+``sound``: the same figures for a 30-second WAV through the tests' audio projector
+(:mod:`app.standins.audio_projector`, its larger shape), one encoder window of 750 positions
+(targets as for pictures). A follow-up lays the sound out again, which computes its
+spectrogram again (libmtmd's tokenizer does that); its embeddings come from RAM.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import wave
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -41,54 +47,31 @@ from app.bench.stats import median_with_ci, summary
 from app.engine import ChatMessage, GenerationSettings
 from app.engine.llama import LlamaBackend
 from app.engine.pictures import Picture, digest_of
-from app.engine.projector import MARKER, Projector
+from app.engine.projector import MARKER, Media, Projector
+from app.engine.sounds import Sound
 from app.engine.threads import physical_cores
 from app.flow.metrics import Distribution
+from app.standins.audio_projector import LARGE as AUDIO_LARGE
+from app.standins.audio_projector import write_audio_projector
 from app.standins.projector import LARGE, write_projector
 
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=8)
 
 
 def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
-    """The section's figures."""
+    """The section's figures: a picture's at the top, a sound's under ``sound``."""
     with tempfile.TemporaryDirectory(prefix="floodgate-vision-") as folder:
         root = Path(folder)
         projector = write_projector(root / "mmproj-bench.gguf", LARGE)
         picture = _picture(root / "picture.png", 1024, 768)
-        options = replace(setup.options, projector=projector, cache_dir=None, cache_ram_mb=0)
-        with EngineThread() as engine:
-            backend = engine.open(setup.model, options)
-            try:
-                hooked = backend.projector
-                assert hooked is not None
-                bare = engine.call(
-                    lambda: Projector(
-                        projector, backend.native_model, _threads(setup), stop_hook=False
-                    )
-                )
-                try:
-                    setup.log("  vision: the encoder with and without the Stop hook…")
-                    with_hook: list[float] = []
-                    without: list[float] = []
-                    for projector_ in (hooked, bare):  # warm: the first encode pays for it
-                        engine.call(partial(_encode_seconds, projector_, picture))
-                    for i in range(pairs):
-                        order = ((hooked, with_hook), (bare, without))
-                        for p, into in order if i % 2 == 0 else order[::-1]:
-                            into.append(engine.call(partial(_encode_seconds, p, picture)))
-                finally:
-                    engine.call(bare.close)
-                setup.log("  vision: Stop in the encoder…")
-                stop_ms = _stops(engine, backend, picture, hooked, stops, setup.rng)
-                setup.log("  vision: a follow-up with a picture and without…")
-                follow = _follow_ups(engine, backend, picture, pairs)
-            finally:
-                engine.close(backend)
+        setup.log("  vision: a picture…")
+        seen = _encoder(setup, projector, picture, pairs, stops)
         setup.log("  vision: llama-cpp-python's MTMDChatHandler, the same follow-ups…")
         peer = _peer(setup, projector, picture, pairs)
-    encode_ms, encode_ci = median_with_ci([s * 1000 for s in with_hook])
-    ratios = [b / h for h, b in zip(with_hook, without, strict=True)]
-    hook_ratio, hook_ci = median_with_ci(ratios)
+        setup.log(f"  vision: a sound of {SOUND_SECONDS} s…")
+        ears = write_audio_projector(root / "mmproj-bench-audio.gguf", AUDIO_LARGE)
+        sound = _sound(root / "sound.wav", SOUND_SECONDS)
+        heard = _encoder(setup, ears, sound, pairs, stops)
     return {
         "projector": {
             "image_size": LARGE.image_size,
@@ -96,6 +79,57 @@ def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
             "blocks": LARGE.blocks,
             "width": LARGE.width,
         },
+        **seen,
+        "peer": peer,
+        "sound": {
+            "seconds": SOUND_SECONDS,
+            "projector": {"blocks": AUDIO_LARGE.blocks, "width": AUDIO_LARGE.width},
+            **heard,
+        },
+    }
+
+
+SOUND_SECONDS = 30
+"""The bench's sound: one window of a Whisper-style encoder (750 positions here)."""
+
+
+def _encoder(setup: Setup, projector: Path, media: Media, pairs: int, stops: int) -> dict[str, Any]:
+    """One item's figures through ``projector``.
+
+    Its encode with the Stop hook and without, Stop in the encoder, and a follow-up with it
+    in the conversation against the same follow-up without it.
+    """
+    options = replace(setup.options, projector=projector, cache_dir=None, cache_ram_mb=0)
+    with EngineThread() as engine:
+        backend = engine.open(setup.model, options)
+        try:
+            hooked = backend.projector
+            assert hooked is not None
+            bare = engine.call(
+                lambda: Projector(projector, backend.native_model, _threads(setup), stop_hook=False)
+            )
+            try:
+                setup.log("    the encoder with and without the Stop hook…")
+                with_hook: list[float] = []
+                without: list[float] = []
+                for projector_ in (hooked, bare):  # warm: the first encode pays for it
+                    engine.call(partial(_encode_seconds, projector_, media))
+                for i in range(pairs):
+                    order = ((hooked, with_hook), (bare, without))
+                    for p, into in order if i % 2 == 0 else order[::-1]:
+                        into.append(engine.call(partial(_encode_seconds, p, media)))
+            finally:
+                engine.call(bare.close)
+            setup.log("    Stop in the encoder…")
+            stop_ms = _stops(engine, backend, media, hooked, stops, setup.rng)
+            setup.log("    a follow-up with it and without…")
+            follow = _follow_ups(engine, backend, media, pairs)
+        finally:
+            engine.close(backend)
+    encode_ms, encode_ci = median_with_ci([s * 1000 for s in with_hook])
+    ratios = [b / h for h, b in zip(with_hook, without, strict=True)]
+    hook_ratio, hook_ci = median_with_ci(ratios)
+    return {
         "encode_ms": round(encode_ms, 2),
         "encode_ms_ci": [round(v, 2) for v in encode_ci],
         "encode_without_hook_ms": round(statistics.median(without) * 1000, 2),
@@ -103,7 +137,6 @@ def vision(setup: Setup, pairs: int = 8, stops: int = 10) -> dict[str, Any]:
         "encode_hook_ratio_ci": [round(v, 4) for v in hook_ci],
         "stop_encode_ms": summary(stop_ms),
         **follow,
-        "peer": peer,
     }
 
 
@@ -141,29 +174,45 @@ def _picture(path: Path, width: int, height: int) -> Picture:
     return Picture(digest_of(path.read_bytes()), path)
 
 
-def _encode_seconds(projector: Projector, picture: Picture) -> float:
-    """One encode of ``picture`` (nothing kept from before), in seconds."""
-    media = projector.prompt(MARKER, [picture], add_special=False)
+def _sound(path: Path, seconds: int, rate: int = 16_000) -> Sound:
+    """A mono 16-bit WAV: a tone under a little noise."""
+    times = np.arange(seconds * rate) / rate
+    noise = np.random.default_rng(7).standard_normal(times.size) * 0.05
+    samples = (0.3 * np.sin(2 * np.pi * 440.0 * times) + noise) * 32767
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(samples.astype("<i2").tobytes())
+    return Sound(digest_of(path.read_bytes()), path)
+
+
+def _encode_seconds(projector: Projector, item: Media) -> float:
+    """One encode of ``item`` (nothing kept from before), in seconds: all its chunks."""
+    prompt = projector.prompt(MARKER, [item], add_special=False)
     try:
         projector.forget_kept()
         started = time.perf_counter()
-        projector.embeddings(media, media.runs[0])
+        for run in prompt.runs:
+            projector.embeddings(prompt, run)
         return time.perf_counter() - started
     finally:
-        media.close()
+        prompt.close()
 
 
-def _ask(picture: Picture | None, text: str) -> ChatMessage:
+def _ask(item: Media | None, text: str) -> ChatMessage:
     message: ChatMessage = {"role": "user", "content": text}
-    if picture is not None:
-        message["pictures"] = (picture,)
+    if isinstance(item, Sound):
+        message["sounds"] = (item,)
+    elif item is not None:
+        message["pictures"] = (item,)
     return message
 
 
 def _stops(
     engine: EngineThread,
     backend: LlamaBackend,
-    picture: Picture,
+    item: Media,
     projector: Projector,
     trials: int,
     rng: random.Random,
@@ -180,36 +229,33 @@ def _stops(
         def when(
             report: Any, _elapsed: float, delay: float = delay, waited: list[float] = waited
         ) -> bool:
-            if not report.looking:
+            if not (report.looking or report.listening):
                 return False
             if not waited:
                 waited.append(time.perf_counter())
             return time.perf_counter() - waited[0] >= delay
 
         reply = engine.reply(
-            backend, [_ask(picture, "Describe it.")], GREEDY, f"stop-{trial}", stop_when=when
+            backend, [_ask(item, "Describe it.")], GREEDY, f"stop-{trial}", stop_when=when
         )
         ended = reply.report.compute_ended_at
         # Only a Stop that fell inside the encode (none encoded) says what the hook does.
-        if (
-            reply.stop_set_at is not None
-            and ended is not None
-            and not reply.report.pictures_encoded
-        ):
+        encoded = reply.report.pictures_encoded + reply.report.sounds_encoded
+        if reply.stop_set_at is not None and ended is not None and not encoded:
             latencies.add((ended - reply.stop_set_at) * 1000)
     return latencies
 
 
 def _follow_ups(
-    engine: EngineThread, backend: LlamaBackend, picture: Picture, rounds: int
+    engine: EngineThread, backend: LlamaBackend, item: Media, rounds: int
 ) -> dict[str, Any]:
-    """Time to first token of a follow-up, with a picture in the conversation and without."""
+    """Time to first token of a follow-up, with ``item`` in the conversation and without."""
     with_picture: list[float] = []
     without: list[float] = []
     for i in range(rounds):
-        for shown, into in ((picture, with_picture), (None, without)):
-            name = f"follow-{i}-{'picture' if shown else 'text'}"
-            first = [_ask(shown, "What is in this picture?")]
+        for shown, into in ((item, with_picture), (None, without)):
+            name = f"follow-{i}-{'media' if shown else 'text'}"
+            first = [_ask(shown, "What is in it?")]
             answer = engine.reply(backend, first, GREEDY, name).text
             follow_up: list[ChatMessage] = [
                 *first,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import itertools
 import logging
 import os
 import tempfile
@@ -39,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -84,6 +85,12 @@ _RAM_PIXELS_BYTES = 64 * 1024 * 1024
 _RAM_SAMPLES_BYTES = 64 * 1024 * 1024
 """Decoded sounds kept in RAM, in all (16 kHz float samples: 38 MB for ten minutes)."""
 
+_RAM_SOUND_WINDOWS_BYTES = 64 * 1024 * 1024
+"""Sounds' windows as laid out (their spectrograms), kept in RAM, in all."""
+
+_WINDOW_BYTES = 128 * 3000 * 4
+"""A window's spectrogram, at most: 128 mel bands by 3,000 frames of floats (1.5 MB)."""
+
 _SOUND_LENGTHS = 1024
 """Sounds whose positions in a prompt are remembered (for the context's fit: a few ints)."""
 
@@ -127,7 +134,7 @@ class MediaRun:
         length: how many positions its embeddings fill.
         placeholder: the id its positions hold in the token list.
         media: the picture or the sound.
-        chunk_index: its chunk in the prompt's libmtmd chunks.
+        chunk_index: its chunk in the prompt's libmtmd chunks (-1: it has ``chunk``).
         tile: which of the item's chunks it is (0 unless the projector cuts a picture in
             tiles, or a sound in 30-second windows).
     """
@@ -138,6 +145,9 @@ class MediaRun:
     media: Media
     chunk_index: int
     tile: int = 0
+    chunk: Any = field(default=None, compare=False, repr=False)
+    """A chunk of its own (a sound's window laid out before), owned by the prompt; else
+    ``chunk_index`` in the prompt's chunks."""
 
     @property
     def key(self) -> str:
@@ -160,11 +170,14 @@ class MediaPrompt:
         self.tokens = tokens
         self.runs = runs
         self._chunks = chunks
+        self._closed = False
         self.encoded: set[str] = set()
         """Digests of the pictures and sounds encoded (not found kept) for this prompt."""
 
     def chunk(self, run: MediaRun) -> Any:
         """Libmtmd's chunk of ``run`` (valid until :meth:`close`)."""
+        if run.chunk is not None:
+            return run.chunk
         return mtmd.mtmd_input_chunks_get(self._chunks, run.chunk_index)
 
     def run_at(self, position: int) -> MediaRun | None:
@@ -175,10 +188,15 @@ class MediaPrompt:
         return None
 
     def close(self) -> None:
-        """Free libmtmd's chunks."""
+        """Free libmtmd's chunks (the prompt's, and the copies its runs own)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._chunks is not None:
             mtmd.mtmd_input_chunks_free(self._chunks)
-            self._chunks = None
+        for run in self.runs:
+            if run.chunk is not None:
+                mtmd.mtmd_input_chunk_free(run.chunk)
 
 
 def placeholder(media: Media, projector_digest: str, occurrence: int, tile: int) -> int:
@@ -228,9 +246,15 @@ class _StopHook:
 class _Kept(Generic[_Value]):
     """The latest values used, in RAM, as many as fit a budget of bytes (at least one)."""
 
-    def __init__(self, budget: int, size: Callable[[_Value], int]) -> None:
+    def __init__(
+        self,
+        budget: int,
+        size: Callable[[_Value], int],
+        drop: Callable[[_Value], object] = lambda _value: None,
+    ) -> None:
         self._budget = budget
         self._size = size
+        self._drop = drop  # what a value forgotten needs (libmtmd's chunks are freed)
         self._values: OrderedDict[str, _Value] = OrderedDict()
         self._bytes = 0
 
@@ -246,14 +270,18 @@ class _Kept(Generic[_Value]):
         old = self._values.pop(key, None)
         if old is not None:
             self._bytes -= self._size(old)
+            self._drop(old)
         self._values[key] = value
         self._bytes += self._size(value)
         while len(self._values) > 1 and self._bytes > self._budget:
             _, dropped = self._values.popitem(last=False)
             self._bytes -= self._size(dropped)
+            self._drop(dropped)
 
     def clear(self) -> None:
         """Forget every value."""
+        for value in self._values.values():
+            self._drop(value)
         self._values.clear()
         self._bytes = 0
 
@@ -263,8 +291,7 @@ class _Bitmaps:
 
     Each turn lays the whole conversation out again, its media included: the decoded pixels
     and samples of the latest few are kept, so a follow-up does not read and decode them again
-    (libmtmd still computes a sound's spectrogram at every layout: about 50 ms per 30 s here,
-    a second for ten minutes).
+    (and a sound laid out before is not given to libmtmd again: :class:`_LaidOutSounds`).
     """
 
     def __init__(self, ctx: Any) -> None:
@@ -323,6 +350,179 @@ class _Bitmaps:
         return bitmap
 
 
+class _LaidOutSounds:
+    """The windows of the latest sounds as libmtmd laid them out (their spectrograms).
+
+    Each turn lays the whole conversation out again; for a sound that computes its
+    spectrogram again (about 45 ms per 30-second window here, 1.5 s for ten minutes),
+    whatever is kept of its embeddings. A sound's windows follow each other with nothing
+    between them, and the text libmtmd puts around them (``<|audio_bos|>``...) does not
+    depend on the sound, so a sound laid out before is laid out again from copies of its
+    windows: in a prompt of such sounds only, the text between them is tokenized as libmtmd
+    does (each part on its own) and nothing is computed; beside pictures or new sounds, it
+    is given to libmtmd as a tenth of a second of silence (one window's spectrogram) whose
+    window is replaced by its own.
+    """
+
+    STAND_IN = 1600
+    """The stand-in's samples (0.1 s at 16 kHz): one window."""
+
+    def __init__(self, ctx: Any, model: Any) -> None:
+        self._ctx = ctx
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        add_bos, add_eos = llama_cpp.llama_vocab_get_add_bos, llama_cpp.llama_vocab_get_add_eos
+        self.bos = [int(llama_cpp.llama_vocab_bos(vocab))] if add_bos(vocab) else []
+        self.eos = [int(llama_cpp.llama_vocab_eos(vocab))] if add_eos(vocab) else []
+        self.around: tuple[list[int], list[int]] | None = None
+        """The tokens libmtmd puts before a sound's windows and after them (once learnt)."""
+        self._windows: _Kept[tuple[Any, ...]] = _Kept(
+            _RAM_SOUND_WINDOWS_BYTES, lambda w: len(w) * _WINDOW_BYTES, _free_chunks
+        )
+
+    def known(self, sound: Sound) -> tuple[Any, ...] | None:
+        """The sound's windows, if it was laid out before (valid until the next :meth:`keep`)."""
+        return self._windows.get(sound.digest)
+
+    def stand_in(self, occurrence: int) -> Any:
+        """The bitmap given to libmtmd in place of a sound laid out before."""
+        bitmap = mtmd.mtmd_bitmap_init_from_audio(self.STAND_IN, (ctypes.c_float * self.STAND_IN)())
+        mtmd.mtmd_bitmap_set_id(bitmap, str(occurrence).encode("ascii"))
+        return bitmap
+
+    def keep(self, sound: Sound, windows: Sequence[Any]) -> None:
+        """Keep copies of a sound's windows, just laid out (the first learns what goes around)."""
+        self._windows.put(sound.digest, tuple(mtmd.mtmd_input_chunk_copy(w) for w in windows))
+        if self.around is None:
+            chunks = _tokenize(self._ctx, MARKER, [self.stand_in(0)], False, [])
+            try:
+                kinds = [
+                    mtmd.mtmd_input_chunk_get_type(mtmd.mtmd_input_chunks_get(chunks, i))
+                    for i in range(mtmd.mtmd_input_chunks_size(chunks))
+                ]
+                sounds = [i for i, kind in enumerate(kinds) if kind == _CHUNK_AUDIO]
+                before = [_text_of(chunks, i) for i in range(sounds[0])]
+                after = [_text_of(chunks, i) for i in range(sounds[-1] + 1, len(kinds))]
+                self.around = ([t for part in before for t in part], [t for p in after for t in p])
+            finally:
+                mtmd.mtmd_input_chunks_free(chunks)
+
+    def text(self, part: str) -> list[int]:
+        """The tokens of a part of the prompt between media, as libmtmd tokenizes it."""
+        chunks = _tokenize(self._ctx, part, [], False, [])
+        try:
+            return [
+                t for i in range(mtmd.mtmd_input_chunks_size(chunks)) for t in _text_of(chunks, i)
+            ]
+        finally:
+            mtmd.mtmd_input_chunks_free(chunks)
+
+    def clear(self) -> None:
+        """Free every copy."""
+        self._windows.clear()
+
+
+def _tokenize(
+    ctx: Any, text: str, bitmaps: list[Any], add_special: bool, media: Sequence[Media]
+) -> Any:
+    """Libmtmd's chunks of ``text``, ``bitmaps`` (freed here) at its markers.
+
+    Raises:
+        ProjectorError: libmtmd refused the prompt (``media``: what it holds, to say so).
+    """
+    chunks = mtmd.mtmd_input_chunks_init()
+    data = text.encode("utf-8")
+    inp = mtmd.mtmd_input_text()
+    inp.text, inp.text_len, inp.add_special, inp.parse_special = data, len(data), add_special, True
+    array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
+    try:
+        code = mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(inp), array, len(bitmaps))
+    finally:
+        for bitmap in bitmaps:
+            mtmd.mtmd_bitmap_free(bitmap)
+    if code != 0:
+        mtmd.mtmd_input_chunks_free(chunks)
+        raise ProjectorError(_unplaced(media, code))
+    return chunks
+
+
+def _text_of(chunks: Any, index: int) -> list[int]:
+    """The token ids of chunk ``index`` if it is text (else none)."""
+    chunk = mtmd.mtmd_input_chunks_get(chunks, index)
+    if mtmd.mtmd_input_chunk_get_type(chunk) in (_CHUNK_IMAGE, _CHUNK_AUDIO):
+        return []
+    count = ctypes.c_size_t(0)
+    ids = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
+    return [ids[i] for i in range(count.value)]
+
+
+class _KeptEmbeddings:
+    """Encoded chunks, kept in RAM (the latest used) and on disk (``folder``, if any), by key.
+
+    On disk as ``<key>.npy``, written to a temporary name, synced, then renamed; a file that
+    cannot be read, or of another shape, is removed (the chunk is encoded again).
+    """
+
+    def __init__(self, folder: Path | None, width: int) -> None:
+        self._folder = folder
+        self._width = width
+        self.ram: _Kept[np.ndarray] = _Kept(_RAM_EMBEDDINGS_BYTES, lambda a: int(a.nbytes))
+
+    def get(self, key: str, n_tokens: int) -> np.ndarray | None:
+        """The embeddings kept under ``key``, if they have ``n_tokens`` rows."""
+        found = self.ram.get(key)
+        if found is not None and found.shape != (n_tokens, self._width):
+            found = None  # kept for another layout of the item (never decoded short)
+        return found if found is not None else self._read(key, n_tokens)
+
+    def put(self, key: str, embd: np.ndarray, *, on_disk: bool = False) -> None:
+        """Keep ``embd`` in RAM, and on disk too when it was just encoded."""
+        self.ram.put(key, embd)
+        if on_disk:
+            self._write(key, embd)
+
+    def _path(self, key: str) -> Path | None:
+        return self._folder / f"{key}.npy" if self._folder is not None else None
+
+    def _read(self, key: str, n_tokens: int) -> np.ndarray | None:
+        path = self._path(key)
+        if path is None or not path.exists():
+            return None
+        try:
+            found: np.ndarray = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            log.warning("Kept embeddings %s unreadable (%s): encoding again", path.name, exc)
+            path.unlink(missing_ok=True)
+            return None
+        if found.shape != (n_tokens, self._width) or found.dtype != np.float32:
+            path.unlink(missing_ok=True)
+            return None
+        return found
+
+    def _write(self, key: str, embd: np.ndarray) -> None:
+        path = self._path(key)
+        if path is None:
+            return
+        part: Path | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as out:
+                part = Path(out.name)
+                np.save(out, embd, allow_pickle=False)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(part, path)
+        except OSError as exc:  # a full disk costs the next restart an encode, nothing more
+            log.warning("Could not keep the encoded embeddings on disk: %s", exc)
+            if part is not None:
+                with contextlib.suppress(OSError):
+                    part.unlink(missing_ok=True)
+
+
+def _free_chunks(chunks: tuple[Any, ...]) -> None:
+    for chunk in chunks:
+        mtmd.mtmd_input_chunk_free(chunk)
+
+
 class Projector:
     """A projector opened beside a text model, used by the worker thread only.
 
@@ -373,9 +573,10 @@ class Projector:
         self.hears = bool(mtmd.mtmd_support_audio(self._ctx))
         self._width = int(llama_cpp.llama_model_n_embd_inp(model))
         self._use_mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))
-        self._folder = cache_dir / self.digest if cache_dir is not None else None
-        self._ram: _Kept[np.ndarray] = _Kept(_RAM_EMBEDDINGS_BYTES, lambda a: int(a.nbytes))
+        folder = cache_dir / self.digest if cache_dir is not None else None
+        self._kept = _KeptEmbeddings(folder, self._width)
         self._bitmaps = _Bitmaps(self._ctx)
+        self._laid_out = _LaidOutSounds(self._ctx, model)
         # Counted as one each: the latest _SOUND_LENGTHS sounds' lengths.
         self._sound_lengths: _Kept[int] = _Kept(_SOUND_LENGTHS, lambda _length: 1)
         self._window_tokens: int | None = None
@@ -406,59 +607,112 @@ class Projector:
                     )
                 )
             )
+        known = {
+            i: windows
+            for i, item in enumerate(media)
+            if isinstance(item, Sound) and (windows := self._laid_out.known(item)) is not None
+        }
+        if known and len(known) == len(media) and self._laid_out.around is not None:
+            return self._again(text, media, known, add_special)
         bitmaps: list[Any] = []
         try:
             for occurrence, item in enumerate(media):
-                bitmaps.append(self._bitmaps.make(item, occurrence))
+                if occurrence in known:
+                    bitmaps.append(self._laid_out.stand_in(occurrence))
+                else:
+                    bitmaps.append(self._bitmaps.make(item, occurrence))
         except BaseException:
             for bitmap in bitmaps:
                 mtmd.mtmd_bitmap_free(bitmap)
             raise
-        chunks = mtmd.mtmd_input_chunks_init()
+        chunks = _tokenize(self._ctx, text, bitmaps, add_special, media)
+        prompt = MediaPrompt([], [], chunks)
         try:
-            data = text.encode("utf-8")
-            inp = mtmd.mtmd_input_text()
-            inp.text = data
-            inp.text_len = len(data)
-            inp.add_special = add_special
-            inp.parse_special = True
-            array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
-            code = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(inp), array, len(bitmaps))
-        finally:
-            for bitmap in bitmaps:
-                mtmd.mtmd_bitmap_free(bitmap)
-        if code != 0:
-            mtmd.mtmd_input_chunks_free(chunks)
-            raise ProjectorError(_unplaced(media, code))
-        try:
-            return self._layout(chunks, media)
+            self._layout(prompt, chunks, media, known)
         except BaseException:
-            mtmd.mtmd_input_chunks_free(chunks)
+            prompt.close()
             raise
+        return prompt
 
-    def _layout(self, chunks: Any, media: Sequence[Media]) -> MediaPrompt:
-        tokens: list[int] = []
-        runs: list[MediaRun] = []
+    def _layout(
+        self, prompt: MediaPrompt, chunks: Any, media: Sequence[Media], known: dict[int, Any]
+    ) -> None:
+        """Fill ``prompt`` with ``chunks``' tokens and runs.
+
+        ``known``: the windows of sounds laid out before, by their place among ``media``; each
+        replaces its stand-in's window.
+        """
+        tokens, runs = prompt.tokens, prompt.runs
         tiles: dict[int, int] = {}  # chunks seen so far of each item's occurrence
         for index in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, index)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
             if kind in (_CHUNK_IMAGE, _CHUNK_AUDIO):
-                n = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
                 # Each bitmap's id is its place among the prompt's media (see prompt()).
                 occurrence = int(mtmd.mtmd_input_chunk_get_id(chunk).decode("ascii"))
                 item = media[occurrence]
-                tile = tiles.get(occurrence, 0)
-                tiles[occurrence] = tile + 1
-                mark = placeholder(item, self.digest, occurrence, tile)
-                runs.append(MediaRun(len(tokens), n, mark, item, index, tile))
-                self._measure(runs, item, n)
-                tokens.extend([mark] * n)
+                windows = known.get(occurrence)
+                if windows is None:
+                    self._place(prompt, item, occurrence, tiles, index, None)
+                elif occurrence not in tiles:  # the stand-in's window (one, 0.1 s long)
+                    for window in windows:
+                        copy = mtmd.mtmd_input_chunk_copy(window)
+                        self._place(prompt, item, occurrence, tiles, -1, copy)
             else:
                 count = ctypes.c_size_t(0)
                 ids = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
                 tokens.extend(ids[i] for i in range(count.value))
-        return MediaPrompt(tokens, runs, chunks)
+        # Sounds laid out here for the first time are kept for the next turn (after the
+        # layout: keeping may forget the windows of another sound of this prompt).
+        for occurrence, item in enumerate(media):
+            if isinstance(item, Sound) and occurrence not in known:
+                mine = [r for r in runs if r.media is item and r.chunk_index >= 0]
+                if mine and all(a.start + a.length == b.start for a, b in itertools.pairwise(mine)):
+                    self._laid_out.keep(item, [prompt.chunk(r) for r in mine])
+
+    def _again(
+        self, text: str, media: Sequence[Media], known: dict[int, Any], add_special: bool
+    ) -> MediaPrompt:
+        """A prompt of sounds laid out before, laid out from their windows: see _LaidOutSounds."""
+        laid_out = self._laid_out
+        assert laid_out.around is not None
+        before, after = laid_out.around
+        prompt = MediaPrompt(list(laid_out.bos if add_special else []), [], None)
+        tiles: dict[int, int] = {}
+        try:
+            for occurrence, part in enumerate(text.split(MARKER)):
+                prompt.tokens.extend(laid_out.text(part))
+                if occurrence < len(media):
+                    prompt.tokens.extend(before)
+                    for window in known[occurrence]:
+                        copy = mtmd.mtmd_input_chunk_copy(window)
+                        self._place(prompt, media[occurrence], occurrence, tiles, -1, copy)
+                    prompt.tokens.extend(after)
+        except BaseException:
+            prompt.close()
+            raise
+        prompt.tokens.extend(laid_out.eos if add_special else [])
+        return prompt
+
+    def _place(
+        self,
+        prompt: MediaPrompt,
+        item: Media,
+        occurrence: int,
+        tiles: dict[int, int],
+        index: int,
+        chunk: Any,
+    ) -> None:
+        """Add one chunk of ``item`` to ``prompt`` (its own ``chunk``, or the one at ``index``)."""
+        tile = tiles.get(occurrence, 0)
+        tiles[occurrence] = tile + 1
+        mark = placeholder(item, self.digest, occurrence, tile)
+        start = len(prompt.tokens)
+        run = MediaRun(start, 0, mark, item, index, tile, chunk)
+        n = int(mtmd.mtmd_input_chunk_get_n_tokens(prompt.chunk(run)))
+        prompt.runs.append(replace(run, length=n))
+        self._measure(prompt.runs, item, n)
+        prompt.tokens.extend([mark] * n)
 
     def _measure(self, runs: list[MediaRun], item: Media, n: int) -> None:
         """Note what ``item``'s chunks take (the last of ``runs`` is its latest, of ``n``)."""
@@ -496,17 +750,13 @@ class Projector:
             EncodeStoppedError: Stop was pressed during the encode.
             ProjectorError: the encoder failed.
         """
-        key = run.key
-        found = self._ram.get(key)
-        if found is not None and found.shape != (run.length, self._width):
-            found = None  # kept for another layout of the item (never decoded short)
-        if found is None:
-            found = self._read(key, run.length)
+        found = self._kept.get(run.key, run.length)
         if found is None:
             found = self._encode(prompt.chunk(run), run)
             prompt.encoded.add(run.media.digest)
-            self._write(key, found)
-        self._ram.put(key, found)
+            self._kept.put(run.key, found, on_disk=True)
+        else:
+            self._kept.put(run.key, found)  # now the latest used
         return found
 
     def _encode(self, chunk: Any, run: MediaRun) -> np.ndarray:
@@ -536,7 +786,7 @@ class Projector:
 
     def forget_kept(self) -> None:
         """Forget the chunks encoded in RAM (the bench encodes the same one again)."""
-        self._ram.clear()
+        self._kept.ram.clear()
 
     def stop_requested(self) -> Callable[[], None]:
         """What Stop calls: the encoder stops at its next observed node."""
@@ -574,47 +824,9 @@ class Projector:
             )
         )
 
-    # -- the kept chunks -----------------------------------------------------------------
-
-    def _path(self, key: str) -> Path | None:
-        return self._folder / f"{key}.npy" if self._folder is not None else None
-
-    def _read(self, key: str, n_tokens: int) -> np.ndarray | None:
-        path = self._path(key)
-        if path is None or not path.exists():
-            return None
-        try:
-            found: np.ndarray = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            log.warning("Kept embeddings %s unreadable (%s): encoding again", path.name, exc)
-            path.unlink(missing_ok=True)
-            return None
-        if found.shape != (n_tokens, self._width) or found.dtype != np.float32:
-            path.unlink(missing_ok=True)
-            return None
-        return found
-
-    def _write(self, key: str, embd: np.ndarray) -> None:
-        path = self._path(key)
-        if path is None:
-            return
-        part: Path | None = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as out:
-                part = Path(out.name)
-                np.save(out, embd, allow_pickle=False)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(part, path)
-        except OSError as exc:  # a full disk costs the next restart an encode, nothing more
-            log.warning("Could not keep the encoded embeddings on disk: %s", exc)
-            if part is not None:
-                with contextlib.suppress(OSError):
-                    part.unlink(missing_ok=True)
-
     def close(self) -> None:
         """Free the encoder."""
+        self._laid_out.clear()
         if self._ctx:
             mtmd.mtmd_free(self._ctx)
             self._ctx = None

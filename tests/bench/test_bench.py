@@ -722,3 +722,12 @@ def test_only_vision_runs_the_pictures_section_alone(tmp_path: Path) -> None:
     # The peer, in its own process, on the same follow-ups: it encodes the picture again.
     assert section["peer"]["follow_up_ms"] > section["peer"]["follow_up_text_only_ms"] > 0
     assert "| llama-cpp-python's MTMDChatHandler |" in proc.stdout
+    # The same figures for a sound, through the audio projector: one window of 750 positions.
+    sound = section["sound"]
+    assert sound["seconds"] == 30
+    assert sound["encode_ms"] > 0
+    assert sound["encode_hook_ratio"] > 0
+    assert sound["stop_encode_ms"]["n"] >= 1
+    assert sound["stop_encode_ms"]["max"] < sound["encode_ms"]
+    assert sound["follow_up_ms"] > 0
+    assert "| Floodgate, a sound of 30 s" in proc.stdout

@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 import soundfile
+from llama_cpp import mtmd_cpp as mtmd
 from PIL import Image
 
 from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
@@ -26,7 +28,7 @@ from app.engine.batch import BatchedReply
 from app.engine.context import fit_to_context
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.pictures import Picture, PictureError, digest_of
-from app.engine.projector import MediaPrompt
+from app.engine.projector import MediaPrompt, _Bitmaps
 from app.engine.reply_prompt import ReplyPrompts
 from app.engine.sounds import (
     KINDS,
@@ -105,6 +107,60 @@ def test_a_sound_goes_through_the_encoder_and_the_model_and_a_reply_streams(
     assert report.prompt_tokens > TOKENS_PER_WINDOW
     assert hearing.projector is not None
     assert hearing.projector.encodes == 1
+
+
+@pytest.mark.model
+def test_a_sound_laid_out_before_is_laid_out_again_from_its_windows_alone(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follow-up does not compute the sound's spectrogram again (libmtmd does, at every
+    layout): the prompt is the same, its windows are copies of the first layout's."""
+    from app.engine.projector import MARKER, Projector
+
+    long_one = write_sound(tmp_path, "long.wav", seconds=40)  # two windows
+    short_one = write_sound(tmp_path, "short.flac", seconds=2, pitch=660)
+    new_one = write_sound(tmp_path, "new.wav", seconds=3, pitch=220)
+    text = f"<|im_start|>user\nListen: {MARKER} then {MARKER}<|im_end|>\n"
+    backend = hearing_backend(model_path, tmp_path)
+    (tmp_path / "other").mkdir()
+    fresh = hearing_backend(model_path, tmp_path / "other")  # the same projector, new state
+    try:
+        projector, reference = backend.projector, fresh.projector
+        assert projector is not None
+        assert reference is not None
+        made: list[str] = []
+
+        def make(self: Any, item: Sound, occurrence: int, real: Any = _Bitmaps.make) -> Any:
+            made.append(item.path.name)
+            return real(self, item, occurrence)
+
+        monkeypatch.setattr(_Bitmaps, "make", make)
+
+        def layout(on: Projector, media: list[Sound]) -> tuple[list[int], list[tuple[int, ...]]]:
+            prompt = on.prompt(text, media, add_special=True)
+            try:
+                # Each window's chunk is there, of its length (what the encoder reads).
+                chunks = [mtmd.mtmd_input_chunk_get_n_tokens(prompt.chunk(r)) for r in prompt.runs]
+                assert chunks == [r.length for r in prompt.runs]
+                runs = [(r.start, r.length, r.tile, r.placeholder) for r in prompt.runs]
+                return prompt.tokens, runs
+            finally:
+                prompt.close()
+
+        first = layout(projector, [long_one, short_one])
+        assert made == ["long.wav", "short.flac"]
+        assert len(first[1]) == 3  # the long one's two windows, the short one's one
+        # Laid out again, from the windows kept: nothing decoded, the same prompt.
+        assert layout(projector, [long_one, short_one]) == first
+        assert made == ["long.wav", "short.flac"]
+        # Beside a new sound, a known one stands in as a tenth of a second of silence
+        # whose window is replaced by its own: the same as a layout from scratch.
+        mixed = layout(projector, [long_one, new_one])
+        assert made[2:] == ["new.wav"]
+        assert mixed == layout(reference, [long_one, new_one])
+    finally:
+        backend.close()
+        fresh.close()
 
 
 @pytest.mark.model
