@@ -257,6 +257,13 @@ class ReplyRunner(QObject):
                 QT_TRANSLATE_NOOP("Floodgate", "The reply reached the limit of {n} tokens."),
                 n=reply.job.settings.max_tokens,
             )
+        if not reply.message.content.strip():
+            # An end-of-text first: an empty row under the model's name reads as a fault.
+            return "complete", say(
+                QT_TRANSLATE_NOOP(
+                    "Floodgate", "The model ended its reply without writing anything."
+                )
+            )
         return "complete", ""
 
 

@@ -149,6 +149,8 @@ def test_a_sent_picture_is_kept_with_the_conversation_and_opens_in_a_window(
         run_until(loop, lambda: len(card_chips(window)) == 1)  # built a slice a turn
         [card_chip] = card_chips(window)
         run_until(loop, lambda: card_chip.iconSize() == QSize(28, 21))
+        # As wide as its thumbnail and its whole name (not "ph…ng").
+        assert card_chip.width() >= card_chip.sizeHint().width()
         dialog = show_attachment(window, kept[0])
         assert isinstance(dialog, PictureDialog)
         run_until(

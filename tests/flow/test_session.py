@@ -48,6 +48,20 @@ def test_reply_streams_into_the_conversation(loop: Loop) -> None:
     loop.run_until_complete(session.close())
 
 
+def test_a_reply_that_ends_before_any_word_says_so(loop: Loop) -> None:
+    backend = ScriptedBackend([])  # the end of text first, as a model may write
+    session = ready_session(loop, backend)
+    ended: list[tuple[str, str]] = []
+    session.reply_ended.connect(lambda end: ended.append((end.status, end.note)))
+    assert session.send("Hi")
+    run_until(loop, lambda: bool(ended))
+    assert ended == [("complete", "The model ended its reply without writing anything.")]
+    reply = session.conversation.messages[-1]
+    assert (reply.content, reply.status) == ("", "complete")
+    assert reply.note == ended[0][1]  # kept with it: said again when reopened
+    loop.run_until_complete(session.close())
+
+
 def test_history_goes_with_every_prompt_including_a_stopped_reply(loop: Loop) -> None:
     backend = ScriptedBackend(rate=1000)
     session = ready_session(loop, backend)

@@ -108,6 +108,9 @@ def test_a_sent_sound_is_kept_with_the_conversation_and_its_card_offers_to_play_
     with sent_and_reopened(qtbot, loop, tmp_path / "history.sqlite3", sound) as (window, kept):
         assert kept == [sound.to_dict()]
         run_until(loop, lambda: len(card_chips(window)) == 1)
+        # The chip is as wide as its icon and its whole name (not "to…av").
+        [card_chip] = card_chips(window)
+        assert card_chip.width() >= card_chip.sizeHint().width()
         dialog = show_attachment(window, kept[0])
         assert isinstance(dialog, SoundDialog)
         run_until(loop, dialog.play.isEnabled)  # its file found, off the UI thread

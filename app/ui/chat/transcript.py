@@ -142,6 +142,7 @@ class Transcript(QObject):
         digest = attachment.get("digest")
         if attachment.get("kind") == "sound":
             chip.setIcon(icon("music"))
+        header.refit()  # its icon beside its words: wider than the words alone
         if attachment.get("kind") == "picture" and isinstance(digest, str):
             side = QSize(THUMBNAIL_PX, THUMBNAIL_PX)
 
@@ -149,6 +150,7 @@ class Transcript(QObject):
                 if not image.isNull():
                     chip.setIcon(QIcon(QPixmap.fromImage(image)))
                     chip.setIconSize(image.size())
+                    header.refit()
 
             load_picture(picture_path(digest), side, chip, thumbnail)
 
@@ -191,11 +193,17 @@ def attachment_label(attachment: dict[str, object]) -> str:
 def chip_words(attachment: dict[str, object]) -> tuple[str, str, str]:
     """A prompt's attachment chip's label, tooltip and spoken name, in the current language."""
     name = str(attachment.get("name", ""))
-    return (
-        attachment_label(attachment),
-        QCoreApplication.translate("Transcript", "Show the text of this attached file"),
-        QCoreApplication.translate("Transcript", "Attached file {name}").format(name=name),
-    )
+    kind = attachment.get("kind")
+    if kind == "picture":
+        tip = QCoreApplication.translate("Transcript", "Show this picture")
+        spoken = QCoreApplication.translate("Transcript", "Attached picture {name}")
+    elif kind == "sound":
+        tip = QCoreApplication.translate("Transcript", "Show this sound, to play it")
+        spoken = QCoreApplication.translate("Transcript", "Attached sound {name}")
+    else:
+        tip = QCoreApplication.translate("Transcript", "Show the text of this attached file")
+        spoken = QCoreApplication.translate("Transcript", "Attached file {name}")
+    return attachment_label(attachment), tip, spoken.format(name=name)
 
 
 class AttachmentDialog(QDialog):

@@ -572,6 +572,10 @@
         <translation>回复已达到 {n} 个词元的上限。</translation>
     </message>
     <message>
+        <source>The model ended its reply without writing anything.</source>
+        <translation>模型没有写出任何内容就结束了回复。</translation>
+    </message>
+    <message>
         <source>Looking at the picture…</source>
         <translation>正在看图片…</translation>
     </message>
@@ -2301,6 +2305,22 @@
     <message>
         <source>cut</source>
         <translation>已截短</translation>
+    </message>
+    <message>
+        <source>Show this picture</source>
+        <translation>显示这张图片</translation>
+    </message>
+    <message>
+        <source>Attached picture {name}</source>
+        <translation>附加的图片 {name}</translation>
+    </message>
+    <message>
+        <source>Show this sound, to play it</source>
+        <translation>显示这段声音，以便播放</translation>
+    </message>
+    <message>
+        <source>Attached sound {name}</source>
+        <translation>附加的声音 {name}</translation>
     </message>
     <message>
         <source>Show the text of this attached file</source>

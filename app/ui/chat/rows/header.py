@@ -150,6 +150,10 @@ class HeaderRow(Row):
         self._place()
         return button
 
+    def refit(self) -> None:
+        """Lay the buttons out again: one took another icon (a chip's thumbnail)."""
+        self._place()
+
     def set_variant(self, index: int, count: int) -> None:
         """Show which of ``count`` variants this message is (1-based ``index``)."""
         self._counter.setText(f"{index}/{count}")
