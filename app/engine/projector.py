@@ -406,9 +406,9 @@ class _LaidOutSounds:
             finally:
                 mtmd.mtmd_input_chunks_free(chunks)
 
-    def text(self, part: str) -> list[int]:
-        """The tokens of a part of the prompt between media, as libmtmd tokenizes it."""
-        chunks = _tokenize(self._ctx, part, [], False, [])
+    def text(self, part: str, media: Sequence[Media]) -> list[int]:
+        """The tokens of a part of the prompt between ``media``, as libmtmd tokenizes it."""
+        chunks = _tokenize(self._ctx, part, [], False, media)
         try:
             return [
                 t for i in range(mtmd.mtmd_input_chunks_size(chunks)) for t in _text_of(chunks, i)
@@ -681,7 +681,7 @@ class Projector:
         tiles: dict[int, int] = {}
         try:
             for occurrence, part in enumerate(text.split(MARKER)):
-                prompt.tokens.extend(laid_out.text(part))
+                prompt.tokens.extend(laid_out.text(part, media))
                 if occurrence < len(media):
                     prompt.tokens.extend(before)
                     for window in known[occurrence]:
