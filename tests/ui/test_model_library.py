@@ -342,9 +342,9 @@ def test_a_model_opened_through_a_link_is_remembered_by_the_link_and_described(
     dialogs = AppDialogs(window, keeper)
     run_until(loop, lambda: not dialogs._scanning, 10)  # the library as the app starts
     session.open_model(link)
-    run_until(loop, lambda: session.state is ModelState.READY, 10)
+    # Opened from outside the library: its card is read, and the header shows its size. (One
+    # wait: the card is read by a task the opening starts, which must find the loop running.)
+    run_until(loop, lambda: session.state is ModelState.READY and blob in window.header.cards, 10)
     # The next launch opens the link, beside which its projector is found.
     assert keeper.preferences.recent_models == [str(link)]
-    # Opened from outside the library: its card is read, and the header shows its size.
-    run_until(loop, lambda: blob in window.header.cards, 10)
     assert window.header.facts.text().startswith(f"{model_path.stat().st_size / 2**20:.0f} MB")
