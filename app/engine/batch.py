@@ -266,7 +266,7 @@ class BatchDecoder:
         for i, reply in enumerate(decoding):
             sequence = reply.sequence
             assert sequence is not None
-            at = len(sequence.tokens)
+            at = sequence.position(len(sequence.tokens))
             # Room in the batch for the replies after this one, one row each.
             reply.draft = reply.draft[: max(0, self._n_batch - n - (len(decoding) - i))]
             rows.append(n)
@@ -324,9 +324,9 @@ class BatchDecoder:
             return
         chunk = self._chunks.next(reading, mixed=mixed, decode_step=self.decode_step)
         at = len(sequence.tokens)
-        last = len(reading.prompt) - 1
+        last, first = len(reading.prompt) - 1 - at, sequence.position(at)
         for offset, token in enumerate(chunk):
-            put_token(self._batch, offset, token, at + offset, sequence.seq_id, at + offset == last)
+            put_token(self._batch, offset, token, first + offset, sequence.seq_id, offset == last)
         self._batch.n_tokens = len(chunk)
         started = time.perf_counter()
         code = self._decode("prompt chunk", tokens=len(chunk), at=at)

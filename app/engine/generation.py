@@ -219,6 +219,7 @@ def decode_reply(
     report: GenerationReport,
     drafter: Drafter | None = None,
     discard: Callable[[], None] | None = None,
+    shrink: int = 0,
 ) -> Generator[str, None, None]:
     """Sample, show and decode tokens until end of generation, a stop string, Stop or ``limit``.
 
@@ -235,7 +236,9 @@ def decode_reply(
     sampled from the first row, and while it equals the proposed one, the one after from the
     next row, each through the same checks as any token; the first that differs is decoded
     next, and the KV cache's positions of the proposed tokens not kept are dropped
-    (``discard``: llama.cpp's positions past ``kv_tokens``).
+    (``discard``: llama.cpp's positions past ``kv_tokens``). ``shrink``: how many fewer
+    positions than ids ``kv_tokens`` takes (M-RoPE pictures: see
+    :class:`~app.engine.sequence.KvSequence`), for the positions a draft's call gives.
 
     Sets ``report.finish`` (``"done"``, ``"length"``; a Stop leaves it as it was) and
     ``report.python_ms_per_token``: the wall time in this loop outside ``llama_decode`` and
@@ -318,7 +321,7 @@ def decode_reply(
             native_start = perf()
             python += native_start - mark
             if draft:
-                code = checked.decode(token, draft, len(kv_tokens))
+                code = checked.decode(token, draft, len(kv_tokens) - shrink)
             else:
                 one[0] = token
                 code = decode(ctx, batch) if not TRACE.recording else _traced(ctx, batch)

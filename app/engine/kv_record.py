@@ -231,5 +231,7 @@ class KvRecord:
 
     def close(self) -> None:
         """Close the prompt cache (what it has pending is written first, briefly)."""
+        for sequence in self.sequences:
+            sequence.close()
         if self.cache is not None:
             self.cache.close()

@@ -157,6 +157,9 @@ class LlamaBackend:
         self._prompt = PromptFormat(llm, path)
         self.projector = projector
         """What lets the model see pictures or hear sounds (None: text only)."""
+        if projector is not None:
+            for sequence in self._kv.sequences:
+                sequence.spans = projector.spans
         self._prompts = ReplyPrompts(llm, projector, self._prompt, self._n_ctx)
         self._closed = False
         self.batch: BatchDecoder | None = None
@@ -311,6 +314,7 @@ class LlamaBackend:
                 report=report,
                 drafter=self.drafter(prompt),
                 discard=sequence.discard_uncounted,
+                shrink=generated_from - sequence.position(generated_from),
             )
         finally:
             self._kv.settle(sequence, conversation, generated_from)

@@ -572,7 +572,10 @@ class Projector:
         self.sees = bool(mtmd.mtmd_support_vision(self._ctx))
         self.hears = bool(mtmd.mtmd_support_audio(self._ctx))
         self._width = int(llama_cpp.llama_model_n_embd_inp(model))
-        self._use_mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))
+        self.spans: dict[int, int] | None = {} if mtmd.mtmd_decode_use_mrope(self._ctx) else None
+        """For a text model whose positions are M-RoPE (Qwen-VL's, Qwen 3.5's): the positions
+        each picture chunk laid out so far takes, by its placeholder id, which are fewer than
+        its embeddings (see :class:`~app.engine.sequence.KvSequence`). None: every other."""
         folder = cache_dir / self.digest if cache_dir is not None else None
         self._kept = _KeptEmbeddings(folder, self._width)
         self._bitmaps = _Bitmaps(self._ctx)
@@ -597,16 +600,6 @@ class Projector:
             SoundError: a sound could not be read.
             ProjectorError: libmtmd refused the prompt.
         """
-        if self._use_mrope:
-            raise ProjectorError(
-                Sentence(
-                    QT_TRANSLATE_NOOP(
-                        "Floodgate",
-                        "This projector places pictures in two dimensions (M-RoPE, as Qwen-VL "
-                        "models do), which Floodgate does not support yet.",
-                    )
-                )
-            )
         known = {
             i: windows
             for i, item in enumerate(media)
@@ -659,9 +652,7 @@ class Projector:
                         copy = mtmd.mtmd_input_chunk_copy(window)
                         self._place(prompt, item, occurrence, tiles, -1, copy)
             else:
-                count = ctypes.c_size_t(0)
-                ids = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
-                tokens.extend(ids[i] for i in range(count.value))
+                tokens.extend(_text_of(chunks, index))
         # Sounds laid out here for the first time are kept for the next turn (after the
         # layout: keeping may forget the windows of another sound of this prompt).
         for occurrence, item in enumerate(media):
@@ -709,7 +700,11 @@ class Projector:
         mark = placeholder(item, self.digest, occurrence, tile)
         start = len(prompt.tokens)
         run = MediaRun(start, 0, mark, item, index, tile, chunk)
-        n = int(mtmd.mtmd_input_chunk_get_n_tokens(prompt.chunk(run)))
+        chunk = prompt.chunk(run)
+        n = int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))
+        if self.spans is not None and not isinstance(item, Sound):
+            # A sound's positions go one by one under M-RoPE too; a picture's do not.
+            self.spans[mark] = int(mtmd.mtmd_input_chunk_get_n_pos(chunk))
         prompt.runs.append(replace(run, length=n))
         self._measure(prompt.runs, item, n)
         prompt.tokens.extend([mark] * n)
@@ -799,9 +794,15 @@ class Projector:
     # -- the embeddings into the model ----------------------------------------------------
 
     def decode(
-        self, lctx: Any, prompt: MediaPrompt, run: MediaRun, embd: np.ndarray, seq_id: int
+        self,
+        lctx: Any,
+        prompt: MediaPrompt,
+        run: MediaRun,
+        embd: np.ndarray,
+        seq_id: int,
+        position: int,
     ) -> int:
-        """Put a chunk's embeddings into the KV cache at its positions (llama_decode's code).
+        """Put a chunk's embeddings into the KV cache from ``position`` (llama_decode's code).
 
         Stop reaches it through the context's own abort callback, as for text.
         """
@@ -815,7 +816,7 @@ class Projector:
                 lctx,
                 prompt.chunk(run),
                 pointer,
-                run.start,
+                position,
                 seq_id,
                 n_batch,
                 ctypes.byref(new_past),

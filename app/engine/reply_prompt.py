@@ -252,7 +252,10 @@ class ReplyPrompts:
                         report.sounds_encoded += 1
                     else:
                         report.pictures_encoded += 1
-            return projector.decode(ctx, media, run, embeddings, sequence.seq_id), run.length
+            code = projector.decode(
+                ctx, media, run, embeddings, sequence.seq_id, sequence.position(run.start)
+            )
+            return code, run.length
 
         return feed
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import llama_cpp
 
 from app.engine.backend import GenerationReport
-from app.engine.generation import DECODE_ABORTED
+from app.engine.generation import DECODE_ABORTED, put_token
 from app.engine.prompt_cache import write_sequence
 from app.trace import TRACE
 
@@ -142,6 +142,14 @@ class KvSequence:
         shifted: the positions were shifted since the sequence was last empty (the kept
             tokens were computed with turns that are no longer there: close to, but not
             exactly, what processing them afresh gives).
+        spans: for a model whose positions are M-RoPE (Qwen-VL's, Qwen 3.5's), beside its
+            projector: the positions each picture chunk takes, by its placeholder id
+            (:attr:`~app.engine.projector.Projector.spans`). None: each token id is one
+            position, the one after the last (every other model).
+
+    Under M-RoPE, :attr:`tokens` still has an id for each embedding of a picture (the KV
+    cache has a cell for each), fewer positions: :meth:`position` and :meth:`held` go
+    between the two (:class:`PicturePositions`).
     """
 
     def __init__(
@@ -162,14 +170,29 @@ class KvSequence:
         self.conversation: str | None = None
         self.rate = 0.0
         self.shifted = False
+        self.spans: Mapping[int, int] | None = None
+        self._pictures = PicturePositions()
+        self._batch: Any = None  # explicit positions (M-RoPE), made on first use
 
-    def position_end(self) -> int:
-        """One past the last position llama.cpp holds for the sequence."""
-        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, self.seq_id)) + 1
+    def position(self, index: int) -> int:
+        """Where the token id at ``index`` of :attr:`tokens` goes in llama.cpp's positions.
+
+        ``len(tokens)``: where the next one goes.
+        """
+        if self.spans is None:
+            return index
+        return self._pictures.position(self.tokens, self.spans, index)
+
+    def held(self) -> int:
+        """How many of :attr:`tokens` llama.cpp holds, read from its last position."""
+        last = int(llama_cpp.llama_memory_seq_pos_max(self._memory, self.seq_id))
+        if self.spans is None:
+            return last + 1
+        return self._pictures.count(self.tokens, self.spans, last)
 
     def in_step(self) -> bool:
         """Whether llama.cpp holds exactly as many positions as :attr:`tokens` says."""
-        return self.position_end() == len(self.tokens)
+        return self.held() == len(self.tokens)
 
     def clear(self) -> None:
         """Empty the sequence."""
@@ -180,7 +203,9 @@ class KvSequence:
 
     def discard_uncounted(self) -> None:
         """Drop whatever llama.cpp holds past :attr:`tokens` (a step that did not go through)."""
-        llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, len(self.tokens), -1)
+        llama_cpp.llama_memory_seq_rm(
+            self._memory, self.seq_id, self.position(len(self.tokens)), -1
+        )
         if not self.in_step():
             self.clear()
 
@@ -194,14 +219,18 @@ class KvSequence:
         """Keep the first ``n`` tokens only."""
         if n >= len(self.tokens):
             return
+        if self.spans is not None:
+            n = self._pictures.outside(self.tokens, self.spans, n)
+        position = self.position(n)
         if n <= 0:
             self.clear()
             return
-        if not llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, n, -1):
+        if not llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, position, -1):
             self.clear()  # this memory cannot drop a partial sequence (recurrent models)
             return
         self.seconds *= n / len(self.tokens)
         del self.tokens[n:]
+        self._pictures.forget()
 
     def restore(self, tokens: Sequence[int], keep: int, seconds: float, state: bytes) -> bool:
         """Replace the sequence by a saved state holding ``tokens``, keeping its first ``keep``.
@@ -216,13 +245,12 @@ class KvSequence:
             False if llama.cpp refused the state (the sequence is then empty).
         """
         self._empty()
-        self.tokens = []
+        self.tokens = list(tokens)
         self.seconds = 0.0
         self.shifted = False
-        if not write_sequence(self._ctx, state, self.seq_id) or self.position_end() != len(tokens):
+        if not write_sequence(self._ctx, state, self.seq_id) or not self.in_step():
             self.clear()
             return False
-        self.tokens = list(tokens)
         self.trim(keep)
         self.seconds = seconds
         return True
@@ -331,7 +359,7 @@ class KvSequence:
         done = len(self.tokens)
         code, n = pictures(done)
         if code != 0:
-            llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, done, -1)
+            llama_cpp.llama_memory_seq_rm(self._memory, self.seq_id, self.position(done), -1)
             report.prefill_done = len(self.tokens)
             return code
         self.tokens.extend(prompt[done : done + n])
@@ -344,17 +372,16 @@ class KvSequence:
         """Process the prompt tokens ``part`` after the held ones in one call; its code."""
         done = len(self.tokens)
         n = len(part)
-        # The batch points into this array: it must live until llama_decode returns.
-        ids = (llama_cpp.llama_token * n)(*part)
-        decode, get_one = llama_cpp.llama_decode, llama_cpp.llama_batch_get_one
+        batch = self._batch_of(part, done)
+        decode = llama_cpp.llama_decode
         started = time.perf_counter()
         if TRACE.recording:
             with TRACE.span("prefill chunk", cat="engine", tokens=n, at=done):
-                code = decode(self._ctx, get_one(ids, n))
+                code = decode(self._ctx, batch)
                 if self._synchronize:
                     llama_cpp.llama_synchronize(self._ctx)
         else:
-            code = decode(self._ctx, get_one(ids, n))
+            code = decode(self._ctx, batch)
             if self._synchronize:
                 llama_cpp.llama_synchronize(self._ctx)
         elapsed = time.perf_counter() - started
@@ -378,9 +405,34 @@ class KvSequence:
             sizer.record(n, elapsed)
         return 0
 
+    def _batch_of(self, part: Sequence[int], done: int) -> Any:
+        """A batch of ``part`` after the ``done`` tokens held (valid until the next call).
+
+        llama.cpp puts a batch without positions after the last one it holds, which is one
+        too few after an M-RoPE picture: there the positions are given.
+        """
+        n = len(part)
+        if self.spans is None:
+            # The batch points into this array: it must live until llama_decode returns.
+            self._ids = (llama_cpp.llama_token * n)(*part)
+            return llama_cpp.llama_batch_get_one(self._ids, n)
+        if self._batch is None:
+            self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
+        batch, at = self._batch, self.position(done)
+        for i, token in enumerate(part):
+            put_token(batch, i, token, at + i, self.seq_id, i == n - 1)
+        batch.n_tokens = n
+        return batch
+
+    def close(self) -> None:
+        """Free what the sequence allocated (its batch of given positions)."""
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
     def _resync(self, part: Sequence[int], done: int, elapsed: float) -> None:
         """After a failed or aborted call of ``part`` at ``done``: keep what llama.cpp kept."""
-        end = self.position_end()
+        end = self.held()
         n = len(part)
         if done <= end <= done + n:
             kept = end - done
@@ -388,6 +440,74 @@ class KvSequence:
             self.seconds += elapsed * kept / n
         else:  # llama.cpp holds something else than expected: start clean
             self.clear()
+
+
+class PicturePositions:
+    """Between a sequence's token ids and llama.cpp's positions, for M-RoPE pictures.
+
+    A picture chunk under M-RoPE puts all of its embeddings at its first position (each
+    also has a row and a column) and moves the next position on by the larger of its grid's
+    columns and rows, fewer than its embeddings. The chunks are found by their placeholder
+    ids (``spans``: how many positions each takes), each id scanned once: the ids only ever
+    grow at their end between the sequence's own cuts and replacements (which start a new
+    scan).
+    """
+
+    def __init__(self) -> None:
+        self._tokens: list[int] | None = None
+        self._scanned = 0
+        self._runs: list[tuple[int, int, int]] = []
+
+    def position(self, tokens: list[int], spans: Mapping[int, int], index: int) -> int:
+        """The position of ``tokens[index]`` (inside a picture chunk: its first)."""
+        shrink = 0
+        for start, length, n_pos in self._runs_of(tokens, spans):
+            if start >= index:
+                break
+            if start + length > index:
+                return start - shrink
+            shrink += length - n_pos
+        return index - shrink
+
+    def count(self, tokens: list[int], spans: Mapping[int, int], last: int) -> int:
+        """How many of ``tokens`` are held when the last position held is ``last``."""
+        shrink = 0
+        for start, length, n_pos in self._runs_of(tokens, spans):
+            first = start - shrink
+            if last < first:
+                break
+            if last < first + n_pos:  # the chunk's cells, all at its first position
+                return start + length
+            shrink += length - n_pos
+        return last + 1 + shrink
+
+    def outside(self, tokens: list[int], spans: Mapping[int, int], n: int) -> int:
+        """``n``, or the start of the picture chunk it falls inside (kept whole)."""
+        for start, length, _n_pos in self._runs_of(tokens, spans):
+            if start < n < start + length:
+                return start
+        return n
+
+    def _runs_of(self, tokens: list[int], spans: Mapping[int, int]) -> list[tuple[int, int, int]]:
+        """Each picture chunk's (start, embeddings, positions), in order."""
+        if tokens is not self._tokens or len(tokens) < self._scanned:
+            self._tokens, self._scanned, self._runs = tokens, 0, []
+        runs = self._runs
+        for i in range(self._scanned, len(tokens)):
+            token = tokens[i]
+            if token >= 0 or token not in spans:
+                continue
+            if runs and runs[-1][0] + runs[-1][1] == i and tokens[i - 1] == token:
+                start, length, n_pos = runs[-1]
+                runs[-1] = (start, length + 1, n_pos)
+            else:
+                runs.append((i, 1, spans[token]))
+        self._scanned = len(tokens)
+        return runs
+
+    def forget(self) -> None:
+        """Scan again from the start (the ids were cut)."""
+        self._tokens = None
 
 
 def whole_pictures(sequence: KvSequence, prompt: Sequence[int], kept: int) -> int:

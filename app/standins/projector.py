@@ -9,6 +9,12 @@ the tensors the ``mlp`` projector type loads in ``clip.cpp``; the graph in
 seeded noise: what the model then says about a picture means nothing, but every step that a
 real vision model takes is taken, at a size the test chooses (a bigger encoder is a longer
 encode, for Stop).
+
+The ``qwen2vl_merger`` kind is Qwen2-VL's projector (``tools/mtmd/models/qwen2vl.cpp``): two
+patch embeddings (a picture and its temporal twin), no position embeddings (the encoder
+rotates by the patch's row and column), and a merger of 2 x 2 patches into one embedding.
+Beside a text model whose positions are M-RoPE (``tests/support/model_files.copy_as_mrope``),
+each picture then takes fewer positions than embeddings: max(columns, rows) of its grid.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class ProjectorShape:
         patch_size: the side of a patch: an image is (image_size / patch_size)² tokens.
         heads: attention heads.
         seed: the random weights' seed.
+        kind: ``mlp`` (LLaVA's) or ``qwen2vl_merger`` (Qwen2-VL's; ``image_size`` is then
+            only the encoder's nominal size: a picture keeps its own, in whole 28-px cells).
     """
 
     text_width: int = 576
@@ -41,6 +49,7 @@ class ProjectorShape:
     patch_size: int = 16
     heads: int = 4
     seed: int = 1
+    kind: str = "mlp"
 
     @property
     def tokens_per_image(self) -> int:
@@ -66,7 +75,7 @@ def write_projector(path: Path, shape: ProjectorShape = ProjectorShape()) -> Pat
     writer = gguf.GGUFWriter(str(path), "clip")
     writer.add_name("Floodgate test projector")
     writer.add_description("random weights, for tests: what the model says means nothing")
-    writer.add_string("clip.projector_type", "mlp")
+    writer.add_string("clip.projector_type", shape.kind)
     writer.add_bool("clip.has_vision_encoder", True)
     writer.add_bool("clip.use_gelu", True)
     vision = "clip.vision"
@@ -84,8 +93,12 @@ def write_projector(path: Path, shape: ProjectorShape = ProjectorShape()) -> Pat
     # numpy's shapes are ggml's dimensions reversed: (out, in) is ne = [in, out].
     p = shape.patch_size
     writer.add_tensor("v.patch_embd.weight", weight(width, 3, p, p, scale=0.05))
-    writer.add_tensor("v.patch_embd.bias", np.zeros(width, np.float32))
-    writer.add_tensor("v.position_embd.weight", weight(n_patches, width, scale=0.02))
+    merger = shape.kind == "qwen2vl_merger"
+    if merger:
+        writer.add_tensor("v.patch_embd.weight.1", weight(width, 3, p, p, scale=0.05))
+    else:
+        writer.add_tensor("v.patch_embd.bias", np.zeros(width, np.float32))
+        writer.add_tensor("v.position_embd.weight", weight(n_patches, width, scale=0.02))
     for i in range(shape.blocks):
         block = f"v.blk.{i}"
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -99,7 +112,9 @@ def write_projector(path: Path, shape: ProjectorShape = ProjectorShape()) -> Pat
         writer.add_tensor(f"{block}.ffn_down.weight", weight(width, ffn))
         writer.add_tensor(f"{block}.ffn_down.bias", np.zeros(width, np.float32))
     # The MLP into the text model's width; small outputs, like a text embedding's scale.
-    writer.add_tensor("mm.0.weight", weight(shape.text_width, width))
+    # Qwen2-VL's merger reads 2 x 2 patches as one row.
+    into = width * 4 if merger else width
+    writer.add_tensor("mm.0.weight", weight(shape.text_width, into))
     writer.add_tensor("mm.0.bias", np.zeros(shape.text_width, np.float32))
     writer.add_tensor("mm.2.weight", weight(shape.text_width, shape.text_width, scale=0.002))
     writer.add_tensor("mm.2.bias", np.zeros(shape.text_width, np.float32))

@@ -24,7 +24,6 @@ from llama_cpp import mtmd_cpp as mtmd
 from PIL import Image
 
 from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
-from app.engine.batch import BatchedReply
 from app.engine.context import fit_to_context
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.pictures import Picture, PictureError, digest_of
@@ -41,6 +40,7 @@ from app.engine.sounds import (
 )
 from app.standins.audio_projector import LARGE, TOKENS_PER_WINDOW, AudioShape, write_audio_projector
 from app.standins.projector import ProjectorShape, write_projector
+from tests.support.batches import side_by_side
 from tests.support.sounds import as_sound, write_sound
 
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=8)
@@ -544,25 +544,6 @@ def test_a_file_that_is_not_a_sound_gets_its_sentence_and_the_model_stays_usable
 # -- side by side -------------------------------------------------------------------------------
 
 
-def side_by_side(
-    backend: LlamaBackend, conversations: list[list[ChatMessage]]
-) -> list[tuple[str, GenerationReport]]:
-    """Replies decoded in one batch, stepped here until every one has ended."""
-    batch = backend.batch
-    assert batch is not None
-    results: list[tuple[list[str], GenerationReport]] = []
-    for messages in conversations:
-        pieces: list[str] = []
-        report = GenerationReport()
-        offer = lambda t, p=pieces: p.append(t) or True  # noqa: E731 - the reader has room
-        reply = BatchedReply(messages, GREEDY, StopSignal(), report, offer, lambda: None)
-        assert batch.place(reply)
-        results.append((pieces, report))
-    while batch.busy:
-        batch.step()
-    return [("".join(pieces), report) for pieces, report in results]
-
-
 @pytest.mark.model
 def test_a_sound_in_a_batch_of_two_is_encoded_once_and_heard_as_alone(
     model_path: Path, tmp_path: Path
@@ -574,7 +555,7 @@ def test_a_sound_in_a_batch_of_two_is_encoded_once_and_heard_as_alone(
     text_only: list[ChatMessage] = [{"role": "user", "content": "Name three colours."}]
     try:
         assert backend.batch is not None
-        (heard, report), (other, other_report) = side_by_side(backend, [ask(s), text_only])
+        (heard, report), (other, other_report) = side_by_side(backend, [ask(s), text_only], GREEDY)
         assert report.finish in ("done", "length"), report.error
         assert other_report.finish in ("done", "length"), other_report.error
         assert heard
@@ -582,7 +563,7 @@ def test_a_sound_in_a_batch_of_two_is_encoded_once_and_heard_as_alone(
         assert report.sounds_encoded == 1
         assert report.batch_peak == 2
         # Alone in the batch, the same reply: its embeddings kept, not encoded again.
-        ((alone, again),) = side_by_side(backend, [ask(s)])
+        ((alone, again),) = side_by_side(backend, [ask(s)], GREEDY)
         assert again.sounds_encoded == 0
         assert alone == heard
         assert backend.projector is not None

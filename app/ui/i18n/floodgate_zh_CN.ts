@@ -1496,10 +1496,6 @@
         <translation>无法读取投影器 {name}：{reason}</translation>
     </message>
     <message>
-        <source>This projector places pictures in two dimensions (M-RoPE, as Qwen-VL models do), which Floodgate does not support yet.</source>
-        <translation>这个投影器以二维方式放置图片（M-RoPE，如 Qwen-VL 模型），Floodgate 暂不支持。</translation>
-    </message>
-    <message>
         <source>The sound could not be encoded (code {code}).</source>
         <translation>无法编码该声音（代码 {code}）。</translation>
     </message>
