@@ -95,7 +95,8 @@ def open_projector(
     A projector asked for that fails closes the model too, with its sentence, unless
     ``options.projector_fallback``: then the model opens for text and the sentence comes
     back to be shown. One found beside the model that fails leaves the model open for text,
-    and is logged.
+    and its sentence comes back too: the library listed the model as one that sees or hears,
+    and the user is told why it does not.
     """
     chosen = options.projector
     found = chosen or (find_projector(path) if options.projector_beside else None)
@@ -108,7 +109,7 @@ def open_projector(
     except ProjectorError as exc:
         if chosen is None or options.projector_fallback:
             log.warning("Projector %s for %s not opened: %s", found.name, path.name, exc)
-            return None, exc.sentence if chosen is not None else None
+            return None, exc.sentence
         llm.close()
         raise ModelLoadError(exc.sentence.template, **exc.sentence.fields) from None
     return projector, None

@@ -237,6 +237,34 @@ def test_a_projector_beside_the_model_opens_with_it_unless_none_was_chosen(
             backend.close()
 
 
+def test_a_projector_beside_the_model_that_fails_is_told_and_the_model_reads_text(
+    model_path: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "SmolVLM-test-Q4_1.gguf"
+    model.symlink_to(model_path)
+    beside = write_projector(
+        tmp_path / "mmproj-SmolVLM-test-f16.gguf", ProjectorShape(text_width=2048)
+    )
+    backend = open_llama(model, EngineOptions(n_threads=2))
+    try:
+        assert not backend.info.sees
+        assert backend.projector is None
+        problem = str(backend.info.projector_problem)
+        assert beside.name in problem
+        assert "could not be opened" in problem
+        reply = "".join(
+            backend.stream_reply(
+                [{"role": "user", "content": "Hi"}],
+                GenerationSettings(temperature=0.0, max_tokens=4),
+                StopSignal(),
+                GenerationReport(),
+            )
+        )
+        assert reply
+    finally:
+        backend.close()
+
+
 def test_a_damaged_projector_is_refused_with_a_sentence(model_path: Path, tmp_path: Path) -> None:
     whole = write_projector(tmp_path / "mmproj-test.gguf", SHAPE).read_bytes()
     damaged = tmp_path / "mmproj-damaged.gguf"
