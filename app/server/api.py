@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from llama_cpp import llama_grammar
 from starlette.applications import Starlette
@@ -32,6 +34,9 @@ from app.server.pictures import picture_from_url
 from app.server.replies import ReplyResponse, ReplyShape
 from app.server.schema import ChatRequest, CompletionRequest, parse_chat, parse_completion
 from app.server.sounds import sound_from_part
+
+P = TypeVar("P")
+T = TypeVar("T")
 
 DEFAULT_PORT = defaults.API_SERVER_PORT
 MAX_WAITING = defaults.API_SERVER_MAX_WAITING
@@ -161,53 +166,37 @@ class _Endpoints:
     async def _add_pictures(self, parsed: ChatRequest, messages: list[ChatMessage]) -> None:
         """The requests' ``image_url`` parts, decoded and kept off the event loop (or 400)."""
         wanted = [(i, m.image_urls()) for i, m in enumerate(parsed.messages) if m.image_urls()]
-        if not wanted:
-            return
         info = self._model.served_model
-        if info is not None and not info.sees:
-            i, [(j, _url), *_] = wanted[0]
-            raise ApiError(
-                400,
+        if wanted and info is not None and not info.sees:
+            raise _cannot(
+                wanted,
                 f"The open model ({info.name}) cannot see pictures: open a model with a "
                 "projector (an mmproj file beside it), or send text only.",
-                param=f"messages[{i}].content[{j}]",
-                code="model_cannot_see",
+                "model_cannot_see",
             )
-        for i, urls in wanted:
-            pictures = [
-                await asyncio.to_thread(
-                    picture_from_url, url, f"messages[{i}].content[{j}].image_url.url"
-                )
-                for j, url in urls
-            ]
-            messages[i]["pictures"] = tuple(pictures)
+        for i, pictures in await _read_parts(
+            wanted, lambda i, j, url: picture_from_url(url, f"{_place(i, j)}.image_url.url")
+        ):
+            messages[i]["pictures"] = pictures
 
     async def _add_sounds(self, parsed: ChatRequest, messages: list[ChatMessage]) -> None:
         """The requests' ``input_audio`` parts, decoded and kept off the event loop (or 400)."""
         wanted = [(i, m.sounds()) for i, m in enumerate(parsed.messages) if m.sounds()]
-        if not wanted:
-            return
         info = self._model.served_model
-        if info is not None and not info.hears:
-            i, [(j, _part), *_] = wanted[0]
-            raise ApiError(
-                400,
+        if wanted and info is not None and not info.hears:
+            raise _cannot(
+                wanted,
                 f"The open model ({info.name}) cannot hear sound: open a model whose projector "
                 "reads audio (an mmproj file beside it), or send text only.",
-                param=f"messages[{i}].content[{j}]",
-                code="model_cannot_hear",
+                "model_cannot_hear",
             )
-        for i, parts in wanted:
-            sounds = [
-                await asyncio.to_thread(
-                    sound_from_part,
-                    part.data,
-                    part.format,
-                    f"messages[{i}].content[{j}].input_audio",
-                )
-                for j, part in parts
-            ]
-            messages[i]["sounds"] = tuple(sounds)
+        for i, sounds in await _read_parts(
+            wanted,
+            lambda i, j, part: sound_from_part(
+                part.data, part.format, f"{_place(i, j)}.input_audio"
+            ),
+        ):
+            messages[i]["sounds"] = sounds
 
     def _queue(
         self,
@@ -366,3 +355,26 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     return ApiError(500, f"The server failed unexpectedly: {exc!r}", kind="server_error").response()
+
+
+def _place(i: int, j: int) -> str:
+    """Where a content part is in the request, as an error's ``param`` names it."""
+    return f"messages[{i}].content[{j}]"
+
+
+def _cannot(
+    wanted: Sequence[tuple[int, Sequence[tuple[int, object]]]], message: str, code: str
+) -> ApiError:
+    """The 400 for media the open model cannot read, naming the first such part."""
+    i, parts = wanted[0]
+    return ApiError(400, message, param=_place(i, parts[0][0]), code=code)
+
+
+async def _read_parts(
+    wanted: Sequence[tuple[int, Sequence[tuple[int, P]]]], read: Callable[[int, int, P], T]
+) -> list[tuple[int, tuple[T, ...]]]:
+    """Each message's parts read by ``read(i, j, part)`` off the event loop (decoding, disk)."""
+    return [
+        (i, tuple([await asyncio.to_thread(read, i, j, part) for j, part in parts]))
+        for i, parts in wanted
+    ]
