@@ -333,10 +333,7 @@ class LlamaBackend:
         return LookupDrafter(prompt, self._draft_costs)
 
     def projector_problem(self, problem: Sentence) -> None:
-        """The projector asked for, or found beside the model, could not be opened.
-
-        The model reads text only; ``problem`` says why, to be shown when it is ready.
-        """
+        """The projector (asked for, or found beside) could not be opened: text only."""
         self._info = replace(self._info, projector_problem=problem)
 
     def open_draft(self, path: Path) -> None:
