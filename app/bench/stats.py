@@ -3,8 +3,8 @@
 A throughput figure is a ratio of two rates measured on a shared machine, where one run can be
 10 % off the next. The bench therefore measures in pairs (Floodgate and a reference, one right
 after the other, the order alternating) and reports the median of the per-pair ratios with a
-95 % bootstrap confidence interval over the pairs. An interval wider than +-3 % is reported as
-too noisy for a verdict rather than as a yes or a no.
+95 % bootstrap confidence interval over the pairs. An interval wider than +-3 % that reaches
+the target is reported as too noisy for a verdict rather than as a yes or a no.
 """
 
 from __future__ import annotations

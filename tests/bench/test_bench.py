@@ -120,6 +120,18 @@ def test_a_noisy_machine_gets_no_verdict() -> None:
     assert f"[{low:g}, {high:g}]" in shown
 
 
+def test_a_wide_interval_wholly_on_one_side_of_the_target_gets_a_verdict() -> None:
+    pairs, _ = _pairs(app_speed=1.05, jitter=0.2)
+    figures = pairs.figures("raw")
+    low, high = figures["ratio_ci"]
+    assert high - low > 0.06
+    doc = {"throughput": figures}
+    assert verdict(doc, Target("throughput.ratio", ">=", low - 0.01))[2] == "yes"
+    assert verdict(doc, Target("throughput.ratio", ">=", high + 0.01))[2] == "NO"
+    assert verdict(doc, Target("throughput.ratio", "<=", high + 0.01))[2] == "yes"
+    assert verdict(doc, Target("throughput.ratio", ">=", (low + high) / 2))[2] == NOISY
+
+
 def test_the_interval_narrows_with_agreeing_pairs() -> None:
     assert median_ci([1.0] * 15) == (1.0, 1.0)
     low, high = median_ci([0.9, 1.0, 1.1, 0.95, 1.05] * 3)
