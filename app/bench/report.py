@@ -357,13 +357,19 @@ def _speculative_lines(doc: dict[str, Any]) -> list[str]:
             f" | {pair['ratio']} {pair['ratio_ci95']} | | {pair['acceptance']} "
             f"(same text: {'yes' if pair['same_text'] else 'no'}) | |"
         )
-    same = section["same_text_prompts"] - section["same_text_differ"]
+    prompts = section["same_text_prompts"]
+    same = prompts - section["same_text_differ"]
     lines += [
         "",
-        f"same text with drafts as without: {same}"
-        f" of {section['same_text_prompts']} replies ({section['same_text_with_drafts']} of them"
-        " drafted)",
+        f"same text with drafts as without (prompts read in chunks of n_batch): {same} of"
+        f" {prompts} replies ({section['same_text_with_drafts']} of them drafted,"
+        f" {section.get('same_text_differ_drafted', '-')} of those changed)",
     ]
+    if "timed_chunks_differ" in section:
+        lines.append(
+            "the plain loop with its prompt in chunks sized by time, against chunks of n_batch:"
+            f" {prompts - section['timed_chunks_differ']} of {prompts} replies the same"
+        )
     return ["", *lines]
 
 

@@ -254,22 +254,40 @@ def _side_by_side(
 
 
 def _same_text(
-    setup: Setup, engine: EngineThread, drafting: LlamaBackend, plain: LlamaBackend
+    setup: Setup,
+    engine: EngineThread,
+    drafting: LlamaBackend,
+    plain: LlamaBackend,
+    timed: LlamaBackend,
 ) -> dict[str, Any]:
+    """How often drafts change a greedy reply, and how often the prompt's chunking does.
+
+    ``drafting`` and ``plain`` read prompts in chunks of ``n_batch`` tokens, so that the
+    replies differ only by what drafting changes; ``timed`` is the plain loop with the app's
+    chunks sized by the time they take, compared with ``plain``: chunks of other sizes give
+    the prompt's last logits other low bits, and a greedy reply can then take another word.
+    """
     settings = GenerationSettings(temperature=0.0, max_tokens=setup.plan.speculative_same_tokens)
     prompts = _same_text_prompts(setup.plan.speculative_same_prompts)
-    differ = drafted = 0
+    differ = drafted = differ_drafted = timed_differ = 0
     for prompt in prompts:
         messages: list[ChatMessage] = [{"role": "user", "content": prompt}]
         ours = engine.reply(drafting, messages, settings, conversation="")
         theirs = engine.reply(plain, messages, settings, conversation="")
-        differ += ours.text != theirs.text
+        by_time = engine.reply(timed, messages, settings, conversation="")
+        changed = ours.text != theirs.text
+        differ += changed
         drafted += ours.report.drafted > 0
+        differ_drafted += changed and ours.report.drafted > 0
+        timed_differ += by_time.text != theirs.text
     return {
         "same_text": round(1 - differ / len(prompts), 4),
         "same_text_prompts": len(prompts),
         "same_text_differ": differ,
         "same_text_with_drafts": drafted,
+        "same_text_differ_drafted": differ_drafted,
+        "timed_chunks_same_text": round(1 - timed_differ / len(prompts), 4),
+        "timed_chunks_differ": timed_differ,
     }
 
 
@@ -292,13 +310,21 @@ def speculative(setup: Setup) -> dict[str, Any]:
                 setup.log("  replies that do not…")
                 open_ = _workload(setup, engine, drafting, plain, loops, OPEN, threads)
                 setup.log(f"  open: {open_['ratio']} of the native loop")
-                setup.log(
-                    f"  {setup.plan.speculative_same_prompts} prompts, with drafts and without…"
-                )
-                same = _same_text(setup, engine, drafting, plain)
             finally:
                 engine.close(drafting)
                 engine.close(plain)
+            setup.log(f"  {setup.plan.speculative_same_prompts} prompts, with drafts and without…")
+            # New engines, whose prompts go in chunks of n_batch: the replies then differ only
+            # where drafting changes them (see _same_text).
+            whole = replace(options, prefill_chunk_seconds=0)
+            drafting = engine.open(setup.model, replace(whole, prompt_lookup=True))
+            plain = engine.open(setup.model, whole)
+            timed = engine.open(setup.model, options)
+            try:
+                same = _same_text(setup, engine, drafting, plain, timed)
+            finally:
+                for backend in (drafting, plain, timed):
+                    engine.close(backend)
             setup.log("  two replies that copy, side by side in one batch…")
             pair_options = replace(options, parallel=2)
             drafting = engine.open(setup.model, replace(pair_options, prompt_lookup=True))

@@ -15,7 +15,9 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
   and the time the worker's Python holds the second idle show here);
 - ``decode_waited_ms_per_token``: how long the decode threads were ready to run but waited
   for a core (taken by the window's threads, or by other programs);
-- ``wakes_per_update``: how many times the frame pump woke the UI thread per update shown.
+- ``wakes_per_update``: how many times the frame pump woke the UI thread per update shown;
+- ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
+  cost above is paid against: a change that lowers the share by slowing decoding is no gain).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ def window_cost(
         "other_ms_per_token": round(other * 1000 / tokens, 3) if tokens else nan,
         "decode_busy": round(decode / (seconds * threads), 4) if seconds > 0 else nan,
         "decode_waited_ms_per_token": round(waited * 1000 / tokens, 3) if tokens else nan,
+        "tok_s": round(tokens / seconds, 2) if seconds > 0 else nan,
     }
 
 

@@ -46,8 +46,9 @@ class ChatSession(QObject):
     Signals:
         state_changed(ModelState, str), model_changed(ModelInfo): from the model host.
         notice(str): something the user should know that is not an error (any part).
-        reply_started(), reply_text(str), prompt_progress(str), reply_ended(ReplyEnd),
-            figures_changed(): from the reply runner.
+        reply_started(), prompt_progress(str), reply_ended(ReplyEnd), figures_changed(): from
+            the reply runner; and its ``reply_text``, connected to like a signal
+            (:class:`~app.flow.reply.TextReaders`).
         conversation_loaded(), conversations_changed(): from the conversation library.
         saving_failed(str), saving_recovered(str): the history could not be written (what is
             on screen is only in memory until it can), and can be again.

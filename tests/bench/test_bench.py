@@ -616,6 +616,12 @@ def check_speculative(section: dict[str, Any], plan: Plan) -> None:
     assert section["same_text"] == round(
         1 - section["same_text_differ"] / section["same_text_prompts"], 4
     )
+    assert 0 <= section["same_text_differ_drafted"] <= section["same_text_differ"]
+    assert section["same_text_differ_drafted"] <= section["same_text_with_drafts"]
+    assert 0 <= section["timed_chunks_differ"] <= section["same_text_prompts"]
+    assert section["timed_chunks_same_text"] == round(
+        1 - section["timed_chunks_differ"] / section["same_text_prompts"], 4
+    )
 
 
 @pytest.mark.model

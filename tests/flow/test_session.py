@@ -48,6 +48,37 @@ def test_reply_streams_into_the_conversation(loop: Loop) -> None:
     loop.run_until_complete(session.close())
 
 
+def test_text_readers_get_each_frame_in_order_until_they_disconnect(loop: Loop) -> None:
+    # The reply's text goes to its readers by plain calls (no Qt signal): every reader
+    # connected gets every frame's text, in the order they connected; one that disconnects
+    # gets nothing more, and the others go on.
+    backend = ScriptedBackend(["one", " two", " three", " four"], rate=40)
+    session = ready_session(loop, backend)
+    calls: list[tuple[str, str]] = []
+    late: list[str] = []
+
+    def first(text: str) -> None:
+        calls.append(("first", text))
+        if len(calls) == 1:
+            session.reply_text.disconnect(second)
+
+    def second(text: str) -> None:
+        calls.append(("second", text))
+
+    session.reply_text.connect(first)
+    session.reply_text.connect(second)
+    session.reply_text.connect(late.append)
+    assert session.send("Hi")
+    run_until(loop, lambda: not session.generating)
+
+    assert "".join(text for who, text in calls if who == "first") == "one two three four"
+    assert [who for who, _ in calls].count("second") == 0  # disconnected within the first call
+    assert "".join(late) == "one two three four"
+    with pytest.raises(ValueError, match="not in list"):
+        session.reply_text.disconnect(second)
+    loop.run_until_complete(session.close())
+
+
 def test_a_reply_that_ends_before_any_word_says_so(loop: Loop) -> None:
     backend = ScriptedBackend([])  # the end of text first, as a model may write
     session = ready_session(loop, backend)

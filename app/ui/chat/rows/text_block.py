@@ -62,6 +62,8 @@ class TextBlock(DocumentText):
         super().__init__(parent, wrap=wrap)
         self._selection = (0, 0)
         self._palette: QPalette | None = None
+        self._context: QAbstractTextDocumentLayout.PaintContext | None = None
+        self._context_selects = False
         self.setMouseTracking(True)  # a pointing hand over links
         self.setCursor(Qt.CursorShape.IBeamCursor)
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
@@ -202,18 +204,30 @@ class TextBlock(DocumentText):
             self._palette = palette
         return self._palette
 
+    def _paint_context(self) -> QAbstractTextDocumentLayout.PaintContext:
+        # Made once per palette: setting a context's palette copies it, and this runs for
+        # every row on screen in every frame of a streaming reply.
+        if self._context is None or self._palette is None:
+            context = QAbstractTextDocumentLayout.PaintContext()
+            context.palette = self._paint_palette()
+            self._context = context
+            self._context_selects = False
+        return self._context
+
     @override
     def paintEvent(self, event: QPaintEvent) -> None:
         # Kept lean: it runs for every row on screen in every frame of a streaming reply.
         painter = QPainter(self)
+        context = self._paint_context()
+        clip = event.rect()
         origin = self.contentsRect().topLeft()
-        painter.translate(origin)
-        context = QAbstractTextDocumentLayout.PaintContext()
-        palette = self._paint_palette()
-        context.palette = palette
-        context.clip = QRectF(event.rect().translated(-origin))
+        if not origin.isNull():  # only a code block's text has margins
+            painter.translate(origin)
+            clip.translate(-origin)
+        context.clip = QRectF(clip)
         start, end = self._selection
         if start != end:
+            palette = self._paint_palette()
             chosen = QAbstractTextDocumentLayout.Selection()
             cursor = QTextCursor(self.document)
             cursor.setPosition(min(start, self._laid_out()))
@@ -224,6 +238,10 @@ class TextBlock(DocumentText):
             look.setForeground(palette.color(QPalette.ColorRole.HighlightedText))
             chosen.format = look
             context.selections = [chosen]
+            self._context_selects = True
+        elif self._context_selects:
+            context.selections = []
+            self._context_selects = False
         self.document.documentLayout().draw(painter, context)
 
     @override
