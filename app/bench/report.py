@@ -363,13 +363,10 @@ def _speculative_lines(doc: dict[str, Any]) -> list[str]:
         "",
         f"same text with drafts as without (prompts read in chunks of n_batch): {same} of"
         f" {prompts} replies ({section['same_text_with_drafts']} of them drafted,"
-        f" {section.get('same_text_differ_drafted', '-')} of those changed)",
+        f" {section['same_text_differ_drafted']} of those changed)",
+        "the plain loop with its prompt in chunks sized by time, against chunks of n_batch:"
+        f" {prompts - section['timed_chunks_differ']} of {prompts} replies the same",
     ]
-    if "timed_chunks_differ" in section:
-        lines.append(
-            "the plain loop with its prompt in chunks sized by time, against chunks of n_batch:"
-            f" {prompts - section['timed_chunks_differ']} of {prompts} replies the same"
-        )
     return ["", *lines]
 
 

@@ -146,6 +146,7 @@ class TextBlock(DocumentText):
                 self._document.setDefaultFont(self.font())
         elif event.type() == QEvent.Type.PaletteChange:
             self._palette = None
+            self._context = None  # it holds a copy of the old palette
 
     # -- hit testing and selection ------------------------------------------------------------
 
@@ -207,7 +208,7 @@ class TextBlock(DocumentText):
     def _paint_context(self) -> QAbstractTextDocumentLayout.PaintContext:
         # Made once per palette: setting a context's palette copies it, and this runs for
         # every row on screen in every frame of a streaming reply.
-        if self._context is None or self._palette is None:
+        if self._context is None:
             context = QAbstractTextDocumentLayout.PaintContext()
             context.palette = self._paint_palette()
             self._context = context
