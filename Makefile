@@ -45,10 +45,11 @@ llama: | $(BIN)/python
 
 # The GPU section of the bench, for a machine with a GPU: builds for it (once) and measures
 # decode and prompt speed at 0, half and every layer, Stop, and the fit (no network needed
-# once the build is cached).
+# once the build is cached). It needs no window: app/bench/gpu_check.py (whose --speculative
+# adds the drafts' section on that GPU).
 gpu-check: $(SELF_TEST)
 	mkdir -p build
-	$(BIN)/floodgate bench --only gpu --model $(MODEL) --json build/gpu-check.json
+	$(BIN)/python -m app.bench.gpu_check --model $(MODEL) --json build/gpu-check.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests models

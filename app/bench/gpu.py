@@ -1,8 +1,8 @@
 """The ``gpu`` section: the model on a GPU, against llama-cpp-python on the same GPU.
 
 Run whenever a GPU is listed (a CPU-type Vulkan device such as lavapipe only when
-``GGML_VK_VISIBLE_DEVICES`` names it: ggml skips those otherwise), and by ``make gpu-check``
-(``floodgate bench --only gpu``):
+``GGML_VK_VISIBLE_DEVICES`` names it: ggml skips those otherwise), by ``floodgate bench --only
+gpu``, and by ``make gpu-check`` without a window (:mod:`app.bench.gpu_check`):
 
 - decode and prompt tokens/s with no layer, half the layers and every layer offloaded,
   through Floodgate's engine (its loop, its chunks sized by device time);
@@ -61,6 +61,12 @@ def gpu(setup: Setup) -> dict[str, Any]:
             try:
                 placement = backend.info.placement
                 assert placement is not None
+                if not every:
+                    # The first prompt and reply on a device build its pipelines (about 6 s
+                    # on an H200 through Vulkan): not part of the rates. Another prompt of
+                    # the same length, as the KV cache would keep this one's.
+                    warm = [ChatMessage(role="user", content=filler(8, plan.gpu_prompt_words))]
+                    engine.call(partial(_rates, backend, warm, 2))
                 every = every or placement.all_layers
                 rates = engine.call(partial(_rates, backend, prompt, plan.gpu_decode_tokens))
                 rows[label] = {"layers": placement.layers, **rates}

@@ -136,7 +136,6 @@ class LlamaLoops:
         ctx = llm._ctx.ctx
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
         llm.reset()  # type: ignore[no-untyped-call]  # its record of the cache no longer holds
-        prompt = (llama_cpp.llama_token * len(tokens))(*tokens)
         one = (llama_cpp.llama_token * 1)()
         buffer = ctypes.create_string_buffer(256)
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -144,7 +143,12 @@ class LlamaLoops:
         times: list[float] = []
         text: list[str] = []
         try:
-            _decode(ctx, llama_cpp.llama_batch_get_one(prompt, len(tokens)))
+            # In pieces of n_batch: llama_decode refuses a longer batch (it aborts the process).
+            n_batch = llama_cpp.llama_n_batch(ctx)
+            for start in range(0, len(tokens), n_batch):
+                piece = tokens[start : start + n_batch]
+                prompt = (llama_cpp.llama_token * len(piece))(*piece)
+                _decode(ctx, llama_cpp.llama_batch_get_one(prompt, len(piece)))
             for _ in range(self.max_tokens):
                 token = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):

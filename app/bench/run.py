@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from app.bench.gpu import gpu
 from app.bench.large_messages import large_messages_apart
 from app.bench.local_api import local_api
 from app.bench.long_reply import long_reply, shapes
+from app.bench.machine import machine_facts
 from app.bench.measure import (
     app_threads,
     close_app,
@@ -43,7 +41,7 @@ from app.bench.ttft import ttft
 from app.bench.vision import vision
 from app.bench.window_cost import window_cost_section
 from app.engine.llama import open_llama
-from app.engine.threads import machine_fingerprint, physical_cores
+from app.engine.threads import physical_cores
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import DEFAULT_QUEUE_BOUND
 from app.store.thread_choices import ThreadChoices
@@ -296,25 +294,10 @@ async def _everything(setup: Setup) -> dict[str, Any]:
 
 
 def machine(setup: Setup) -> dict[str, Any]:
-    """What the figures were measured on."""
-    versions: dict[str, str | None] = {}
-    for dist in ("llama-cpp-python", "PySide6-Essentials", "qasync"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
+    """What the figures were measured on, with the window's side of it."""
     return {
-        "cores": os.cpu_count(),
-        "physical_cores": physical_cores(),
-        "cpu": machine_fingerprint(),
-        "threads": setup.options.n_threads,
-        "threads_batch": setup.options.n_threads_batch,
-        "model": setup.model.name,
-        "model_bytes": setup.model.stat().st_size,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        **machine_facts(setup, ("llama-cpp-python", "PySide6-Essentials", "qasync")),
         "qt_platform": QApplication.platformName(),
         "frame_ms": round(FRAME * 1000, 2),
         "queue_bound": DEFAULT_QUEUE_BOUND,
-        "packages": versions,
     }

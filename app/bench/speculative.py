@@ -43,6 +43,7 @@ from app.bench.stats import median_with_ci
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
 from app.engine.batch import BatchedReply
 from app.engine.llama import LlamaBackend
+from app.engine.placement import CPU
 
 CODE = """def parse_config(path, defaults, strict):
     values = dict(defaults)
@@ -295,7 +296,9 @@ def speculative(setup: Setup) -> dict[str, Any]:
     """The ``speculative`` section of the bench."""
     options = replace(setup.options, flash_attn=True, cache_ram_mb=0, cache_disk_mb=0)
     threads = options.n_threads
-    loops = BareLoops(setup.model, options, setup.plan.speculative_tokens)
+    # On a GPU (the headless GPU check), the native loop offloads every layer too.
+    on_gpu = -1 if options.compute != CPU else 0
+    loops = BareLoops(setup.model, options, setup.plan.speculative_tokens, n_gpu_layers=on_gpu)
     try:
         with EngineThread() as engine:
             drafting = engine.open(setup.model, replace(options, prompt_lookup=True))

@@ -61,14 +61,23 @@ class DraftCosts:
     might pay is tried, and from then on its own time counts (on a CPU the second token of a
     call costs most and the later ones less; on a GPU a few more tokens cost about nothing:
     no straight line through two sizes fits both).
+
+    A size's first call does not count: it can carry a cost paid once. A GPU builds the
+    pipelines for a shape it has not computed before on first use (through Vulkan on an H200,
+    a 2-token call first took seconds), and a size measured that slow would never be drafted
+    again, so never measured again: drafts stayed off for the whole context.
     """
 
     def __init__(self) -> None:
         self._seconds: dict[int, float] = {}
+        self._first_seen: set[int] = set()
 
     def record(self, tokens: int, seconds: float) -> None:
-        """A call of ``tokens`` tokens took ``seconds``."""
+        """A call of ``tokens`` tokens took ``seconds`` (a size's first call is not counted)."""
         if seconds <= 0 or tokens <= 0:
+            return
+        if tokens not in self._first_seen:
+            self._first_seen.add(tokens)
             return
         known = self._seconds.get(tokens)
         self._seconds[tokens] = seconds if known is None else known + SMOOTHING * (seconds - known)

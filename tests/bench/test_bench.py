@@ -29,6 +29,7 @@ from app.bench.stats import Pairs, interleaved_pairs, median_ci
 from app.bench.ttft import SHORT_REPLY
 from app.engine.devices import gpu_backend
 from tests.support.loop import Loop
+from tests.support.no_qt import env_without_qt
 
 DIST_KEYS = {"p50", "p95", "p99", "max", "n"}
 TTFT_STEPS = (
@@ -276,6 +277,23 @@ def test_the_references_run_in_a_bare_child_process(model_path: Path) -> None:
         assert times[0][0] <= times[1][0] < times[0][1]  # side by side, not one after the other
         with pytest.raises(RuntimeError, match="unknown request"):
             loops._ask({"do": "nothing"})
+    finally:
+        loops.close()
+
+
+@pytest.mark.model
+def test_the_native_loop_reads_a_prompt_longer_than_a_batch(model_path: Path) -> None:
+    # The gpu section's prompt (about 1,300 tokens) is longer than n_batch; llama_decode ends
+    # the process when given more than n_batch tokens at once.
+    from app.bench.bare import BareLoops
+    from app.bench.engine_drive import filler
+    from app.engine import EngineOptions
+
+    loops = BareLoops(model_path, EngineOptions(n_batch=32), max_tokens=4)
+    try:
+        tokens = loops.prompt_tokens([{"role": "user", "content": filler(7, 80)}])
+        assert len(tokens) > 3 * 32
+        assert loops.native_run(tokens, 1) > 0
     finally:
         loops.close()
 
@@ -631,6 +649,29 @@ def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert set(doc) == {"speculative", "machine"}
     check_speculative(doc["speculative"], Plan.make(quick=True))
+
+
+def test_the_gpu_check_runs_where_qt_is_not_installed(tmp_path: Path, model_path: Path) -> None:
+    # make gpu-check, on a machine that may have no window's libraries (a PySide6 that fails
+    # to import shadows the real one). With the CPU build it says there is no GPU, and the
+    # drafts' section, which it runs on a GPU only, is left out (tests/engine/gpu/ runs the
+    # check on lavapipe).
+    out = tmp_path / "gpu.json"
+    check = ["app.bench.gpu_check", "--quick", "--speculative", "--model", str(model_path)]
+    proc = subprocess.run(
+        [sys.executable, "-m", *check, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env_without_qt(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["model"] == model_path.name
+    assert ("speculative" in doc) == doc["gpu"]["present"]
+    if not gpu_backend():
+        assert set(doc) == {"gpu", "machine"}
+        assert "gpu: none listed" in proc.stdout
 
 
 @pytest.mark.model

@@ -100,9 +100,13 @@ def test_the_run_at_the_end_is_not_its_own_match() -> None:
 def test_call_times_never_measured_are_estimated_hopefully() -> None:
     costs = DraftCosts()
     assert math.isnan(costs.seconds(4))  # nothing measured: no draft is sized from nothing
+    costs.record(1, 0.5)  # a size's first call, which may carry a cost paid once: not counted
+    assert math.isnan(costs.seconds(1))
     costs.record(1, 0.010)
     assert costs.seconds(1) == 0.010
     assert costs.seconds(5) == pytest.approx(0.010 + 4 * 0.25 * 0.010)
+    costs.record(3, 2.0)  # as a GPU building the pipelines of a new shape: not counted
+    assert costs.seconds(3) == pytest.approx(0.010 + 2 * 0.25 * 0.010)
     costs.record(3, 0.030)
     assert costs.seconds(3) == 0.030
     assert costs.seconds(2) == pytest.approx(0.0125)  # from the largest below, not a line
@@ -114,6 +118,7 @@ def test_call_times_never_measured_are_estimated_hopefully() -> None:
 def _costs(seconds_of: Any, sizes: range = range(1, 18)) -> DraftCosts:
     costs = DraftCosts()
     for n in sizes:
+        costs.record(n, seconds_of(n) * 100)  # a first call, not counted
         costs.record(n, seconds_of(n))
     return costs
 
