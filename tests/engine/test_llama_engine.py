@@ -171,3 +171,29 @@ def test_context_overflow_is_a_sentence(model_path: Path) -> None:
     assert pieces == []
     assert report.finish == "error"
     assert "too long for this model's context of 256 tokens" in str(report.error)
+
+
+def test_a_greedy_reply_does_not_depend_on_how_its_prompt_was_cut(model_path: Path) -> None:
+    # The app's prompts go in chunks sized by the time they take, so they are cut elsewhere
+    # from run to run. Without flash attention (as the app opens its contexts) every chunk
+    # size gives the same bits; with it, llama.cpp's CPU attention sums a chunk of 64 tokens
+    # or more in another order than a smaller one, and these replies differ (README,
+    # "Drafts from the context").
+    from app.bench.engine_drive import filler
+
+    # n_batch chunks, against chunks of 1 ms: the smallest the sizer gives (8-16 tokens).
+    whole, small = (
+        open_llama(model_path, EngineOptions(cache_ram_mb=0, prefill_chunk_seconds=seconds))
+        for seconds in (0.0, 0.001)
+    )
+    try:
+        for seed, words in ((1, 120), (2, 260)):
+            content = filler(seed, words) + "\nSummarise the text above."
+            messages: list[ChatMessage] = [{"role": "user", "content": content}]
+            in_one, one_report = reply(whole, messages)
+            in_pieces, pieces_report = reply(small, messages)
+            assert pieces_report.prompt_tokens == one_report.prompt_tokens > 150
+            assert "".join(in_pieces) == "".join(in_one)
+    finally:
+        whole.close()
+        small.close()
