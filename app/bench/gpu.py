@@ -62,9 +62,10 @@ def gpu(setup: Setup) -> dict[str, Any]:
                 placement = backend.info.placement
                 assert placement is not None
                 if not every:
-                    # The first prompt and reply on a device build its pipelines (about 6 s
-                    # on an H200 through Vulkan): not part of the rates. Another prompt of
-                    # the same length, as the KV cache would keep this one's.
+                    # A device builds a pipeline for each new shape on first use (the first
+                    # replies took 4-6 s on an H200 through Vulkan): not part of the rates.
+                    # The warm-up is another prompt of the same length (the KV cache would
+                    # keep this one).
                     warm = [ChatMessage(role="user", content=filler(8, plan.gpu_prompt_words))]
                     engine.call(partial(_rates, backend, warm, 2))
                 every = every or placement.all_layers

@@ -430,8 +430,10 @@ def table(doc: dict[str, Any]) -> str:
 def _gpu_lines(doc: dict[str, Any]) -> list[str]:
     """The GPU section's rates by layers offloaded, and its fit."""
     section = doc.get("gpu")
-    if not section or not section.get("present"):
-        return ["", f"gpu: none listed ({section.get('problem', 'no GPU') if section else '-'})"]
+    if section is None:  # another section alone (--only)
+        return []
+    if not section.get("present"):
+        return ["", f"gpu: none listed ({section.get('problem', 'no GPU')})"]
     lines = [
         "",
         f"gpu: {section['description']} ({section['device']}, {section['device_type']}), "

@@ -646,6 +646,7 @@ def check_speculative(section: dict[str, Any], plan: Plan) -> None:
 def test_only_speculative_runs_the_drafts_section_alone(tmp_path: Path) -> None:
     proc, out = run_only("speculative", tmp_path)
     assert "drafts from the context" in proc.stdout
+    assert "gpu:" not in proc.stdout  # another section's lines only with that section
     doc = json.loads(out.read_text())
     assert set(doc) == {"speculative", "machine"}
     check_speculative(doc["speculative"], Plan.make(quick=True))
