@@ -28,9 +28,9 @@ GPU_TEST := $(VENV)/llama-vulkan/.ready
 SELF_TEST := $(VENV)/.self-tested
 
 .PHONY: run test lint typecheck check bench soak translations clean fonts llama install uninstall \
-	app-icon gpu-check
+	app-icon gpu-check window-libs
 
-run: $(SELF_TEST) $(QM) fonts
+run: $(SELF_TEST) $(QM) fonts window-libs
 	$(BIN)/floodgate --model $(MODEL)
 
 test: $(SELF_TEST) $(QM) fonts $(GPU_TEST)
@@ -75,7 +75,7 @@ soak: $(SELF_TEST) $(QM)
 # stops before setting anything up). `make uninstall` removes exactly what it put.
 install:
 	@$(PYTHON) -m app.install.launcher check
-	$(MAKE) $(SELF_TEST) $(QM) fonts
+	$(MAKE) $(SELF_TEST) $(QM) fonts window-libs
 	$(BIN)/python -m app.install.launcher install
 
 uninstall:
@@ -84,6 +84,27 @@ uninstall:
 # After changing resources/icons/app/floodgate.svg: render its PNG sizes again (committed).
 app-icon: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m app.ui.look.app_icon
+
+# Qt opens a window on X11 through its xcb plugin, which needs X libraries that a desktop
+# mostly has and a minimal system may not (libxcb-cursor0 since Qt 6.5): without them the app
+# cannot start there. What the plugin lacks (ldd) is installed like the font below.
+XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
+	libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0 libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 \
+	libxcb-shm0 libxcb-util1 libxcb-xinerama0
+window-libs: $(STAMP)
+	@plugin=$$($(BIN)/python -c "import pathlib, PySide6; \
+	  print(pathlib.Path(PySide6.__file__).parent / 'Qt/plugins/platforms/libqxcb.so')"); \
+	missing=$$([ "$$(uname -s)" = Linux ] && [ -f "$$plugin" ] \
+	  && ldd "$$plugin" 2>/dev/null | awk '/not found/ {print $$1}' | sort -u | tr '\n' ' '); \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(XCB_PACKAGES) \
+	    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends $(XCB_PACKAGES)); \
+	  else \
+	    echo "Qt needs $$missing to open a window on X11 (Debian, Ubuntu: apt install $(XCB_PACKAGES))."; \
+	  fi; \
+	fi
 
 # Chinese text needs a CJK font: the interface has a Chinese translation, and a test checks
 # that it is used. Installed with the system's packages where we may (root with apt-get).
