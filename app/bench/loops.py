@@ -143,12 +143,8 @@ class LlamaLoops:
         times: list[float] = []
         text: list[str] = []
         try:
-            # In pieces of n_batch: llama_decode refuses a longer batch (it aborts the process).
-            n_batch = llama_cpp.llama_n_batch(ctx)
-            for start in range(0, len(tokens), n_batch):
-                piece = tokens[start : start + n_batch]
-                prompt = (llama_cpp.llama_token * len(piece))(*piece)
-                _decode(ctx, llama_cpp.llama_batch_get_one(prompt, len(piece)))
+            # Llama.eval goes in pieces of n_batch: llama_decode aborts the process on more.
+            llm.eval(tokens)
             for _ in range(self.max_tokens):
                 token = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):

@@ -297,8 +297,8 @@ def speculative(setup: Setup) -> dict[str, Any]:
     options = replace(setup.options, flash_attn=True, cache_ram_mb=0, cache_disk_mb=0)
     threads = options.n_threads
     # On a GPU (the headless GPU check), the native loop offloads every layer too.
-    on_gpu = -1 if options.compute != CPU else 0
-    loops = BareLoops(setup.model, options, setup.plan.speculative_tokens, n_gpu_layers=on_gpu)
+    gpu_layers = -1 if options.compute != CPU else 0
+    loops = BareLoops(setup.model, options, setup.plan.speculative_tokens, n_gpu_layers=gpu_layers)
     try:
         with EngineThread() as engine:
             drafting = engine.open(setup.model, replace(options, prompt_lookup=True))

@@ -6,15 +6,15 @@ import os
 from pathlib import Path
 
 
-def env_without_qt(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's) with a ``PySide6`` first on the path that fails to import.
+def env_without_qt(folder: Path) -> dict[str, str]:
+    """This process's environment with a ``PySide6`` first on the path that fails to import.
 
     Where the real PySide6 is installed it is shadowed: a child that imports Qt fails.
     """
     shim = folder / "no-qt" / "PySide6"
     shim.mkdir(parents=True, exist_ok=True)
     (shim / "__init__.py").write_text('raise ImportError("Qt is not installed on this machine")\n')
-    env = dict(os.environ if base is None else base)
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         part for part in (str(shim.parent), env.get("PYTHONPATH", "")) if part
     )
