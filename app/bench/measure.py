@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -78,6 +79,7 @@ async def open_app(
     )
     window = MainWindow(session)
     window.show()
+    gc.freeze()  # as the app does once its window is shown (app/main.py)
     session.open_model(setup.model)
     await until(lambda: session.state in (ModelState.READY, ModelState.ERROR))
     if session.state is ModelState.ERROR:

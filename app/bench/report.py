@@ -410,11 +410,12 @@ def table(doc: dict[str, Any]) -> str:
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
         lines += _parallel_lines(doc) + _speculative_lines(doc) + _vision_lines(doc)
-        return "\n".join(lines + _gpu_lines(doc))
+        return "\n".join(lines + _window_cost_lines(doc) + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _threads_table(doc)
+    lines += _window_cost_lines(doc)
     lines += _server_lines(doc)
     lines += _parallel_lines(doc)
     lines += _speculative_lines(doc)
@@ -425,6 +426,35 @@ def table(doc: dict[str, Any]) -> str:
     lines += _ttft_table(doc)
     lines += _gpu_lines(doc)
     return "\n".join(lines)
+
+
+def _window_cost_lines(doc: dict[str, Any]) -> list[str]:
+    """The window's cost with the app's frames beside frames paced by a clock (the baseline)."""
+    cost = doc.get("window_cost")
+    if cost is None:  # another section alone (--only)
+        return []
+    lines = [
+        "",
+        f"the window's cost, {cost['replies']} replies each way, alternating "
+        f"({cost['decode_threads']} decode threads; medians, token to screen over every piece):",
+        "| frames | cpu_share | UI ms per token | updates per s | token to screen p95 ms "
+        "| decode_busy | tok/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, row in (
+        ("at a piece's arrival (the app)", cost),
+        ("by the clock", cost["frames_on_clock"]),
+    ):
+        lines.append(
+            f"| {name} | {row['cpu_share']} | {row['ui_ms_per_token']} | {row['updates_per_s']} "
+            f"| {row['token_to_screen_ms_p95']} | {row['decode_busy']} | {row['tok_s']} |"
+        )
+    lines.append(
+        "the least token to screen p95 any pacing of one update a frame could reach on the "
+        f"app's replies' arrivals, knowing them in advance, updates costing nothing: "
+        f"{cost['least_wait_ms_p95']} ms"
+    )
+    return lines
 
 
 def _gpu_lines(doc: dict[str, Any]) -> list[str]:

@@ -16,6 +16,17 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
 - ``decode_waited_ms_per_token``: how long the decode threads were ready to run but waited
   for a core (taken by the window's threads, or by other programs);
 - ``wakes_per_update``: how many times the frame pump woke the UI thread per update shown;
+- ``updates_per_s``: the updates shown per second of the reply (at most the screen's 60: each
+  costs the UI thread its time, so fewer cost the model less);
+- ``token_to_screen_ms_p95``: over every piece of the replies, from the worker producing it to
+  the end of the update that shows it (what the updates' pace costs the reader);
+- ``least_wait_ms_p95``: the least 95th percentile of the pieces' waits that any pump could
+  reach on these replies' real arrivals with one update per frame, even knowing every arrival
+  in advance, and with updates that cost no time (:func:`least_p95_wait`): the floor under
+  ``token_to_screen_ms_p95`` on this machine at this rate.
+
+Each figure is also given for replies whose frames come by the clock (``frames_on_clock``:
+the frame pump's design until 2026-12-04), alternating with the app's, as the baseline.
 - ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
   cost above is paid against: a change that lowers the share by slowing decoding is no gain).
 """
@@ -23,16 +34,22 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.measure import ask
+import numpy as np
+
+from app.bench.measure import app_threads, ask
 from app.bench.plan import STORY, Setup
 from app.engine import Backend
+from app.flow.metrics import Distribution
 from app.ui.window.main_window import MainWindow
 
 WORKER_NAME = "InferenceWorker"
@@ -103,31 +120,66 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
 
     Each reply is read from Send to its end on screen (its short prompt's processing is on the
     same threads as its decoding); the readings are taken in the session's own signals, so
-    the measurement adds no wake-up of the UI thread.
+    the measurement adds no wake-up of the UI thread. Each reply alternates with one whose
+    frames come by the clock (the baseline), with the same figures.
     """
-    runs: list[dict[str, float]] = []
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    to_screen = {False: Distribution(), True: Distribution()}
+    arrivals: list[list[float]] = []
     session = window.session
     counts: list[int] = []
-    for _ in range(setup.plan.window_cost_replies):
-        # What llama.cpp decodes with now, asked on the worker's thread: the worker's report
-        # can lag a count set by other means (a bench run read 1 while two decoded).
-        threads = await decode_threads(window)
-        counts.append(threads)
-        before = read_threads()
-        began = time.perf_counter()
-        await ask(window, STORY)
-        after = read_threads()
-        seconds = time.perf_counter() - began
-        reply = session.metrics.reply
-        runs.append(
-            window_cost(before, after, seconds, reply.pieces_shown, threads)
-            # How many times the frame pump woke the UI thread per update it showed (1 is
-            # the least: each wake-up showed something).
-            | {"wakes_per_update": round(reply.wakes / reply.frames, 3) if reply.frames else 0.0}
-        )
-    return {key: round(statistics.median(run[key] for run in runs), 4) for key in runs[0]} | {
-        "replies": len(runs),
-        "decode_threads": statistics.median_low(counts),
+    try:
+        for _ in range(setup.plan.window_cost_replies):
+            for on_clock in (False, True):
+                session.runner.frames_on_clock = on_clock
+                session.metrics.token_to_screen_ms = to_screen[on_clock]
+                # What llama.cpp decodes with now, asked on the worker's thread: the worker's
+                # report can lag a count set by other means (a run read 1 while two decoded).
+                threads = await decode_threads(window)
+                counts.append(threads)
+                session.metrics.arrivals = [] if not on_clock else None
+                runs[on_clock].append(await _one_reply(window, threads))
+                if session.metrics.arrivals is not None:
+                    arrivals.append(session.metrics.arrivals)
+    finally:
+        session.runner.frames_on_clock = False
+        session.metrics.token_to_screen_ms = Distribution()
+        session.metrics.arrivals = None
+
+    def medians(on_clock: bool) -> dict[str, float]:
+        figures = runs[on_clock]
+        return {key: round(statistics.median(run[key] for run in figures), 4) for key in figures[0]}
+
+    return (
+        medians(False)
+        | {
+            "token_to_screen_ms_p95": round(to_screen[False].percentile(95), 3),
+            "least_wait_ms_p95": round(least_p95_wait(arrivals, window.session.frame_interval), 2),
+            "replies": len(runs[False]),
+            "decode_threads": statistics.median_low(counts),
+        }
+        | {
+            # How the worker chose its count (its calibration's and its replies' rates).
+            "threads": dataclasses.asdict(app_threads(window)),
+            "frames_on_clock": medians(True)
+            | {"token_to_screen_ms_p95": round(to_screen[True].percentile(95), 3)},
+        }
+    )
+
+
+async def _one_reply(window: MainWindow, threads: int) -> dict[str, float]:
+    """One story reply's figures (see :func:`window_cost`), and how its frames were paced."""
+    before = read_threads()
+    began = time.perf_counter()
+    await ask(window, STORY)
+    after = read_threads()
+    seconds = time.perf_counter() - began
+    reply = window.session.metrics.reply
+    return window_cost(before, after, seconds, reply.pieces_shown, threads) | {
+        # How many times the frame pump woke the UI thread per update it showed (1 is the
+        # least: each wake-up showed something).
+        "wakes_per_update": round(reply.wakes / reply.frames, 3) if reply.frames else 0.0,
+        "updates_per_s": round(reply.frames / seconds, 2),
     }
 
 
@@ -141,3 +193,61 @@ async def decode_threads(window: MainWindow) -> int:
 
     window.session.host.with_backend(read)
     return await asyncio.wait_for(answer, timeout=60.0)  # the model is open throughout
+
+
+def least_p95_wait(replies: Sequence[Sequence[float]], frame: float, step: float = 1e-4) -> float:
+    """The least 95th percentile of the pieces' waits (ms) under any one-update-a-frame pacing.
+
+    A piece waits from its arrival to the first update at or after it; updates may come at
+    any moment (to ``step`` seconds), at least ``frame`` apart, and cost nothing. The least
+    threshold that at most 5 % of the pieces wait longer than is found by bisection, each
+    threshold by dynamic programming over the moments of the last update: for a threshold
+    ``T`` below ``frame``, the pieces an update at ``t`` shows late are those that arrived
+    after the update before it and before ``t - T``, so the fewest late up to ``t`` is the
+    fewest up to any update a frame or more before, less the pieces up to it, plus the
+    pieces before ``t - T``: one pass with a running minimum.
+
+    Args:
+        replies: each reply's arrival moments (seconds, ascending); replies are paced apart.
+        frame: seconds per frame.
+        step: the time grid of the updates (seconds).
+    """
+    pieces = sum(len(reply) for reply in replies)
+    if pieces == 0:
+        return math.nan
+    allowed = pieces - math.ceil(0.95 * pieces)  # nearest rank, as Distribution.percentile
+    low, high = 0.0, frame
+    while high - low > step:
+        middle = (low + high) / 2
+        if sum(_fewest_late(np.asarray(r), frame, middle, step) for r in replies) <= allowed:
+            high = middle
+        else:
+            low = middle
+    return high * 1000
+
+
+def _fewest_late(arrived: np.ndarray[Any, Any], frame: float, wait: float, step: float) -> int:
+    """The fewest pieces that wait longer than ``wait`` with updates ``frame`` or more apart."""
+    if len(arrived) == 0:
+        return 0
+    origin = arrived[0] - frame - step  # an update here shows nothing: the start
+    moments = origin + step * np.arange(int((arrived[-1] + frame - origin) / step) + 2)
+    before = np.searchsorted(arrived, moments, side="left")  # pieces arrived before t
+    up_to = np.searchsorted(arrived, moments, side="right")  # pieces arrived at or before t
+    late_before = before[np.clip(np.arange(len(moments)) - round(wait / step), 0, None)]
+    gap = round(frame / step)
+    fewest = np.full(len(moments), np.inf)
+    best = np.full(len(moments), np.inf)  # running minimum of fewest[i] - up_to[i]
+    fewest[0], best[0] = 0, -up_to[0]
+    for start in range(1, len(moments), gap):
+        # Each moment here depends only on moments a frame or more before: a slice at a time.
+        end = min(len(moments), start + gap)
+        earlier = np.arange(start, end) - gap
+        span = np.where(earlier >= 0, best[np.clip(earlier, 0, None)], np.inf)
+        fewest[start:end] = span + late_before[start:end]
+        running = np.minimum.accumulate(
+            np.concatenate(([best[start - 1]], fewest[start:end] - up_to[start:end]))
+        )
+        best[start:end] = running[1:]
+    last = int(np.searchsorted(moments, arrived[-1]))
+    return int(fewest[last:].min())

@@ -213,6 +213,8 @@ class FlowMetrics:
 
     frame_cost_ms: Distribution = field(default_factory=Distribution)
     token_to_screen_ms: Distribution = field(default_factory=Distribution)
+    arrivals: list[float] | None = None
+    """When a list (the bench's), every piece shown adds when it was produced."""
     loop_lag_ms: Distribution = field(default_factory=Distribution)
     """How late each frame tick woke (the bench adds a finer 5 ms heartbeat of its own)."""
     stop_latency_ms: Distribution = field(default_factory=Distribution)

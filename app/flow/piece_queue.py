@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections import deque
@@ -49,6 +50,8 @@ class PieceQueue:
         self._space_loop: asyncio.AbstractEventLoop | None = None
         self._arrival: Callable[[], None] | None = None
         """What wakes the reader that waits (one call for the next piece, end or Stop)."""
+        self._arrival_after = -math.inf
+        """The reader that waits wants no piece produced before this (``perf_counter``)."""
         self._room: Callable[[], None] | None = None
         """What wakes a producer that :meth:`offer` turned away (once, when the reader takes)."""
         self._refused_at: float | None = None
@@ -69,21 +72,35 @@ class PieceQueue:
             with contextlib.suppress(RuntimeError):  # its reader is gone (a deleted QObject)
                 arrival()
 
-    def wake_on_arrival(self, wake: Callable[[], None]) -> bool:
+    def wake_on_arrival(self, wake: Callable[[], None], not_before: float = -math.inf) -> bool:
         """Have ``wake`` called once, from the producer's thread, at the next piece or end.
 
         Stop calls it too. The frame pump passes a queued Qt signal's ``emit``: the
         cheapest way into the UI thread from another (a tenth of a millisecond of its
         time, where asyncio's ``call_soon_threadsafe`` under qasync took a third).
 
+        Args:
+            wake: what to call.
+            not_before: pieces produced before this moment (``time.perf_counter()``) wake
+                nothing, whether they are waiting now or come later: the frame pump, while
+                pieces come faster than frames, is woken by the first piece once its frame
+                is due, and not by those before it.
+
         Returns:
-            False, and registers nothing, if a piece or the end is already there.
+            False, and registers nothing, if the end or a piece produced at or after
+            ``not_before`` is already there.
         """
         with self._cond:
-            if self._items or self._ended:
+            if self._ended or (self._items and self._items[-1].produced_at >= not_before):
                 return False
-            self._arrival = wake
+            self._arrival, self._arrival_after = wake, not_before
             return True
+
+    def _arrived(self, produced_at: float) -> None:
+        # After a piece is added: wake the reader that waits for it (Stop and the end wake it
+        # whatever it waits for).
+        if self._arrival is not None and produced_at >= self._arrival_after:
+            self._wake_reader()
 
     def forget_wake(self, wake: Callable[[], None]) -> None:
         """Take back a wake-up asked for with :meth:`wake_on_arrival` (if not used yet)."""
@@ -118,6 +135,7 @@ class PieceQueue:
                     break
                 event = asyncio.Event()
                 self._arrival = self._event_setter(event)
+                self._arrival_after = -math.inf
             await event.wait()
         self._wake_async()
         if self._room is not None and items:
@@ -155,8 +173,7 @@ class PieceQueue:
             self._items.append(Piece(text, produced_at))
             self.pieces_in += 1
             self.max_depth = max(self.max_depth, len(self._items))
-        if self._arrival is not None:
-            self._wake_reader()
+        self._arrived(produced_at)
         return True
 
     def put(self, text: str) -> bool:
@@ -178,8 +195,7 @@ class PieceQueue:
             self._items.append(Piece(text, produced_at))
             self.pieces_in += 1
             self.max_depth = max(self.max_depth, len(self._items))
-        if self._arrival is not None:
-            self._wake_reader()
+        self._arrived(produced_at)
         return True
 
     def offer(self, text: str, when_room: Callable[[], None]) -> bool:
@@ -206,8 +222,7 @@ class PieceQueue:
             self._items.append(Piece(text, produced_at))
             self.pieces_in += 1
             self.max_depth = max(self.max_depth, len(self._items))
-        if self._arrival is not None:
-            self._wake_reader()
+        self._arrived(produced_at)
         return True
 
     def _made_room(self) -> None:
@@ -238,10 +253,13 @@ class PieceQueue:
         self._remove_listener()
         self._wake_reader()
 
-    def first_produced_at(self) -> float | None:
-        """When the oldest piece waiting was produced (None: none waits)."""
+    def first_produced_at(self, since: float = -math.inf) -> float | None:
+        """When the oldest piece waiting that was produced at or after ``since`` was produced.
+
+        None: no such piece waits.
+        """
         with self._cond:
-            return self._items[0].produced_at if self._items else None
+            return next((p.produced_at for p in self._items if p.produced_at >= since), None)
 
     @property
     def depth(self) -> int:

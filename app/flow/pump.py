@@ -31,12 +31,13 @@ class FramePump(QObject):
     It shows what the queue holds at most once a frame, as one update: a model producing 5,000
     pieces a second costs the window 60 updates a second. It wakes only when there is
     something to show: a piece that arrives more than a frame after the last update is shown
-    at once (not at the next tick of a clock); one that arrives sooner waits for its frame;
-    an empty queue wakes nothing (the worker's next piece does, with one queued signal),
-    except, while the prompt is processed and nothing has been shown, every
-    ``idle_interval`` for its progress. An update costs one wake-up: the frame's clock while
-    pieces come faster than frames, a piece's arrival while they come slower. On a machine
-    whose cores all decode, every wake-up of the UI thread takes time from the model.
+    at once (not at the next tick of a clock); while pieces come faster than frames, a frame
+    is shown when the first piece produced once it is due arrives (the clock shows it only if
+    none comes shortly after); an empty queue wakes nothing (the worker's next piece does, with
+    one queued signal), except, while the prompt is processed and nothing has been shown,
+    every ``idle_interval`` for its progress. An update costs one wake-up: a piece's arrival.
+    On a machine whose cores all decode, every wake-up of the UI thread takes time from the
+    model.
 
     It is driven by Qt (a queued signal, a precise timer), not by asyncio's own waits:
     :meth:`run` only awaits the end.
@@ -46,6 +47,9 @@ class FramePump(QObject):
         apply: shows text in the view; runs on the event loop's thread.
         metrics: where frame cost, loop lag and token-to-screen times are recorded.
         idle_interval: seconds between wake-ups while nothing arrives before the first piece.
+        on_clock: while pieces come faster than frames, show each frame by the clock at the
+            moment it is due (the pump's design until 2026-12-04, kept as the bench's
+            baseline), not at the first piece to arrive once it is due.
     """
 
     def __init__(
@@ -54,9 +58,12 @@ class FramePump(QObject):
         apply: Callable[[str], None],
         metrics: FlowMetrics,
         idle_interval: float = 0.25,
+        *,
+        on_clock: bool = False,
     ) -> None:
         super().__init__()
         self.frame_interval = frame_interval
+        self.on_clock = on_clock
         self.idle_interval = idle_interval
         self._apply = apply
         self._metrics = metrics
@@ -65,7 +72,9 @@ class FramePump(QObject):
         self._due = -math.inf
         """When the next update may be shown: a frame after the last one."""
         self._clock_for: float | None = None
-        """What the clock was set for (the frame due, or an idle tick's moment)."""
+        """What the clock was set for (a frame's latest moment, or an idle tick's)."""
+        self._clock_frame = False
+        """The clock shows a frame (else it is an idle tick, for the prompt's progress)."""
         self._waiting_since: float | None = None
         self._queue: PieceQueue | None = None
         self._on_frame: Callable[[], None] | None = None
@@ -103,15 +112,16 @@ class FramePump(QObject):
         if self._done is None or self._done.done():
             return
         self._metrics.reply.wakes += 1
-        due, self._clock_for = self._clock_for, None
-        if due is not None and due == self._due:
-            self._metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - due) * 1000)
+        at, self._clock_for = self._clock_for, None
+        assert self._queue is not None
+        # A piece's arrival wakes nothing from now on (one already on its way is ignored).
+        self._waiting_since = None
+        self._queue.forget_wake(self._wake)
+        if self._clock_frame and at is not None:
+            self._metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - at) * 1000)
             self._step(clock=True)
             return
         # An idle tick, before the first piece: the figures and the prompt's progress.
-        assert self._queue is not None
-        self._waiting_since = None
-        self._queue.forget_wake(self._wake)
         self._show(self._queue)
 
     @Slot()
@@ -121,12 +131,13 @@ class FramePump(QObject):
         assert self._queue is not None
         self._metrics.reply.wakes += 1
         waiting_since, self._waiting_since = self._waiting_since, None
-        self._clock.stop()  # an idle tick, if one was set
+        self._clock.stop()  # an idle tick, or the clock of a frame no piece came for
+        self._clock_for = None
         now = time.perf_counter()
         if now >= self._due - self._slack:
-            # How late the loop ran this: after a piece arrived, since it was produced.
-            arrived = self._queue.first_produced_at()
-            if arrived is not None and arrived >= waiting_since:
+            # How late the loop ran this: since the piece that woke it was produced.
+            arrived = self._queue.first_produced_at(since=waiting_since)
+            if arrived is not None:
                 self._metrics.loop_lag_ms.add(max(0.0, now - arrived) * 1000)
         self._step()
 
@@ -136,10 +147,10 @@ class FramePump(QObject):
         # milliseconds for the clock would cost a second wake-up.
         return self.frame_interval / 8
 
-    def _set_clock(self, at: float) -> None:
+    def _set_clock(self, at: float, *, frame: bool = True) -> None:
         # Whole milliseconds, rounded down: a frame shown a fraction of a millisecond early
         # costs nothing, one shown late adds to every piece's time to the screen.
-        self._clock_for = at
+        self._clock_for, self._clock_frame = at, frame
         self._clock.start(max(0, int((at - time.perf_counter()) * 1000)))
 
     # -- what it does when woken ------------------------------------------------------------
@@ -150,11 +161,25 @@ class FramePump(QObject):
         assert queue is not None
         now = time.perf_counter()
         if not clock and now < self._due and self._gap < self.frame_interval - self._slack:
-            # Pieces come faster than frames: the next frame is due before the next piece
-            # would wake the loop, and it shows every piece that came meanwhile, so the
-            # frame's clock is the one wake-up.
-            self._set_clock(self._due)
-            return
+            # Pieces come faster than frames. The frame is shown when the first piece produced
+            # once it is due arrives, with every piece that came before it: that piece waits
+            # for nothing and the others for less than a frame. Shown by a clock at the
+            # moment it is due, the piece just after it would wait a whole frame (at 60 Hz a
+            # piece's wait then spreads evenly up to 16.7 ms); and frames come a little less
+            # often than the screen's (pieces 11 ms apart: every second one, 45 a second).
+            # The arrival is the one wake-up; the clock shows what waits only if no piece
+            # comes within about a gap and a half of the frame.
+            if self.on_clock:
+                self._set_clock(self._due)
+                return
+            # A piece up to a quarter of a gap early (an eighth of a frame at most) counts
+            # as due: pieces 8 ms apart show two to a frame, and a fast stream, whose first
+            # piece once due comes within a gap of the moment, still gets one update a frame.
+            not_before = self._due - min(self._slack, self._gap / 4)
+            if queue.wake_on_arrival(self._wake, not_before=not_before):
+                self._waiting_since = not_before
+                self._set_clock(self._due + min(1.5 * self._gap, self.frame_interval))
+                return
         if queue.depth == 0 and not queue.finished:
             # Slower than frames (or none came by the frame): the piece's arrival is the
             # one wake-up. Before the first piece, the prompt's progress needs a word now
@@ -162,7 +187,7 @@ class FramePump(QObject):
             self._waiting_since = now
             if queue.wake_on_arrival(self._wake):
                 if self._metrics.reply.first_shown_at is None:
-                    self._set_clock(now + self.idle_interval)
+                    self._set_clock(now + self.idle_interval, frame=False)
                 return
             self._waiting_since = None  # it came meanwhile
         if not clock and now < self._due - self._slack:
@@ -173,8 +198,15 @@ class FramePump(QObject):
 
     def _show(self, queue: PieceQueue) -> None:
         metrics = self._metrics
-        if self._frame(queue):
-            self._due = time.perf_counter() + self.frame_interval
+        shown = self._frame(queue)
+        if shown is not None:
+            began, newest = shown
+            # The next frame is due a frame after this one's moment: the newest piece's, if
+            # the frame showed it as it arrived, so that the time the UI thread took to wake
+            # and to apply it is not added to the next frame's wait (and pieces 8 ms apart
+            # still show two to a frame); else when this update began.
+            moment = newest if began - newest < self._slack else began
+            self._due = moment + self.frame_interval
         metrics.queue_max = queue.max_depth
         metrics.backpressure_waits = queue.backpressure_waits
         metrics.backpressure_ms = queue.backpressure_seconds * 1000
@@ -187,8 +219,13 @@ class FramePump(QObject):
             return
         self._step()
 
-    def _frame(self, queue: PieceQueue) -> bool:
-        """Drain the queue and show what it held as one update; whether there was anything."""
+    def _frame(self, queue: PieceQueue) -> tuple[float, float] | None:
+        """Drain the queue and show what it held as one update.
+
+        Returns:
+            When the update began and when its newest piece was produced
+            (``time.perf_counter()``); None if there was nothing to show.
+        """
         metrics, reply = self._metrics, self._metrics.reply
         tracing = TRACE.recording  # one attribute read per frame while not recording
         if tracing:
@@ -198,7 +235,7 @@ class FramePump(QObject):
             pieces = queue.drain()
         metrics.queue_depth = len(pieces)
         if not pieces:
-            return False
+            return None
         metrics.trace_frame(len(pieces), metrics.loop_lag_ms.last or 0.0)
         began = time.perf_counter()
         text = "".join(piece.text for piece in pieces)
@@ -210,6 +247,8 @@ class FramePump(QObject):
         shown = time.perf_counter()
         metrics.frame_cost_ms.add((shown - began) * 1000)
         metrics.token_to_screen_ms.extend((shown - p.produced_at) * 1000 for p in pieces)
+        if metrics.arrivals is not None:
+            metrics.arrivals.extend(p.produced_at for p in pieces)
         if reply.first_shown_at is None:
             reply.first_shown_at = shown
             reply.first_produced_at = pieces[0].produced_at
@@ -221,4 +260,4 @@ class FramePump(QObject):
         reply.last_produced_at = pieces[-1].produced_at
         reply.pieces_shown += len(pieces)
         reply.frames += 1
-        return True
+        return began, pieces[-1].produced_at

@@ -129,6 +129,8 @@ class ReplyRunner(QObject):
         self._cache_stats = cache_stats
         self.metrics = metrics
         self.frame_interval = frame_interval
+        self.frames_on_clock = False
+        """Pace the frames by a clock (the bench's baseline: see :class:`FramePump`)."""
         self._reply: _ActiveReply | None = None
         self._saving = Throttle(SAVE_EVERY)
         self._figures = Throttle(FIGURES_EVERY)
@@ -208,7 +210,9 @@ class ReplyRunner(QObject):
     # -- the flow -------------------------------------------------------------------------------
 
     async def _stream(self, job: ReplyJob) -> None:
-        pump = FramePump(self.frame_interval, self._show, self.metrics)
+        pump = FramePump(
+            self.frame_interval, self._show, self.metrics, on_clock=self.frames_on_clock
+        )
         await pump.run(job.pieces, on_frame=self._each_frame)
         self._finish()
 

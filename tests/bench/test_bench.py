@@ -485,6 +485,15 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     check_parallel(doc["parallel"], plan)
     check_speculative(doc["speculative"], plan)
 
+    cost = doc["window_cost"]
+    for paced in (cost, cost["frames_on_clock"]):  # the app's frames, and the baseline's
+        assert 0 < paced["cpu_share"] < 1
+        assert 0 < paced["updates_per_s"] <= 1.2 * 60  # about one a frame at most
+        assert 0 < paced["token_to_screen_ms_p95"] < 1000
+        assert paced["wakes_per_update"] >= 1
+    assert cost["replies"] == plan.window_cost_replies
+    assert 0 <= cost["least_wait_ms_p95"] <= 1000 / 60  # a frame's wait is always possible
+
     panel = doc["diagnostics_panel"]
     assert panel["tok_s_shown"] > 0
     assert panel["tok_s_hidden"] > 0
@@ -791,3 +800,21 @@ def test_only_vision_runs_the_pictures_section_alone(tmp_path: Path) -> None:
     assert sound["stop_encode_ms"]["max"] < sound["encode_ms"]
     assert sound["follow_up_ms"] > 0
     assert "| Floodgate, a sound of 30 s" in proc.stdout
+
+
+def test_the_least_wait_any_pacing_could_reach_is_what_the_arithmetic_says() -> None:
+    from app.bench.window_cost import least_p95_wait
+
+    frame = 1 / 60
+    # Pieces 20 ms apart: each can have an update of its own as it arrives.
+    assert least_p95_wait([[i * 0.020 for i in range(100)]], frame) < 0.5
+    # 10 ms apart: updates a frame apart can show at most every second piece as it arrives,
+    # and the piece before it waits its 10 ms.
+    assert 9.9 <= least_p95_wait([[i * 0.010 for i in range(300)]], frame) <= 10.3
+    # 7 ms apart (two replies): every third piece, the first of each three waiting 14 ms.
+    two = [[i * 0.007 for i in range(400)], [100 + i * 0.007 for i in range(400)]]
+    assert 13.9 <= least_p95_wait(two, frame) <= 14.3
+    # 1 ms apart: a piece is late unless it came within the wait of an update, and updates
+    # come a frame apart, so 95 % on time needs a wait of nearly the whole frame.
+    assert 14.9 <= least_p95_wait([[i * 0.001 for i in range(3000)]], frame) <= 16.7
+    assert math.isnan(least_p95_wait([], frame))

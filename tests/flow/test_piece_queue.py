@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import threading
 import time
@@ -168,3 +169,64 @@ def test_offer_wakes_a_reader_waiting_on_another_loop() -> None:
 
     assert asyncio.run(main()) == ["x"]
     assert woken == ["room"]
+
+
+def test_a_wake_asked_for_pieces_from_a_moment_on_ignores_those_before_it() -> None:
+    queue = PieceQueue(8, StopSignal())
+    woken: list[str] = []
+    queue.put("early")
+    later = time.perf_counter() + 0.05
+    assert queue.wake_on_arrival(lambda: woken.append("wake"), not_before=later)
+    queue.put("still early")
+    assert woken == []  # produced before the moment: wakes nothing
+    time.sleep(0.06)
+    queue.put("due")
+    assert woken == ["wake"]
+    queue.put("after")
+    assert woken == ["wake"]  # once
+    # A piece from the moment on already there: nothing to wait for.
+    assert not queue.wake_on_arrival(lambda: woken.append("again"), not_before=later)
+    assert queue.wake_on_arrival(lambda: woken.append("end"), not_before=time.perf_counter() + 60)
+    queue.end()  # the end wakes whatever the moment
+    assert woken == ["wake", "end"]
+
+
+def test_pieces_faster_than_frames_are_shown_as_the_first_due_one_arrives(loop: Loop) -> None:
+    """Pieces 11 ms apart: each update comes at a piece's arrival, every second piece or so.
+
+    A clock ticking every frame would show the newest piece of an update a while after it was
+    produced (half a gap, at the median) and update 60 times a second; at its arrival, the
+    newest piece waits for nothing and the updates come at the pieces' pace (45 a second).
+    """
+    frame, gap, count = 1 / 60, 0.011, 120
+    metrics = FlowMetrics(queue_bound=64)
+    queue = PieceQueue(64, StopSignal())
+    produced: list[float] = []
+    updates: list[tuple[float, str]] = []
+
+    def produce() -> None:
+        began = time.perf_counter()
+        for i in range(count):
+            time.sleep(max(0.0, began + i * gap - time.perf_counter()))
+            produced.append(time.perf_counter())
+            queue.put(f"<{i}>")
+        queue.end()
+
+    async def scenario() -> None:
+        pump = FramePump(frame, lambda text: updates.append((time.perf_counter(), text)), metrics)
+        pumping = asyncio.ensure_future(pump.run(queue))
+        threading.Thread(target=produce, daemon=True).start()
+        await asyncio.wait_for(pumping, timeout=20)
+
+    loop.run_until_complete(scenario())
+    assert "".join(text for _, text in updates) == "".join(f"<{i}>" for i in range(count))
+    times = [at for at, _ in updates]
+    # One update per frame: none sooner than a frame after the last, less the eighth of a
+    # frame a piece may be shown early, and the millisecond a clock may round off.
+    assert min(b - a for a, b in itertools.pairwise(times)) >= frame * 7 / 8 - 0.001
+    assert len(updates) <= count * 0.6  # fewer than the screen's 60 a second (73 here)
+    assert len(updates) >= count / 4  # not a handful of large ones either
+    newest_waits = sorted(
+        at - produced[int(text.rsplit("<", 1)[1].rstrip(">"))] for at, text in updates[:-1]
+    )
+    assert newest_waits[len(newest_waits) // 2] < 0.003
