@@ -244,11 +244,7 @@ class LlamaBackend:
         finally:
             report.looking = report.listening = False
             remove_encoder_listener()
-            if self._on_gpu:
-                # Work the device still runs (queued before Stop was seen) is computation:
-                # the stop latency is measured to its end.
-                llama_cpp.llama_synchronize(self._ctx)
-            report.end(stop.is_set())
+            self._computation_ended(report, stop)
             remove_listener()
             flag.lower()
 
@@ -300,6 +296,7 @@ class LlamaBackend:
         room = n_ctx - len(prompt)
         limit = min(settings.max_tokens, room) if settings.max_tokens > 0 else room
         generated_from = len(sequence.tokens)
+        decoded = False
         try:
             yield from decode_reply(
                 ctx=self._ctx,
@@ -316,8 +313,23 @@ class LlamaBackend:
                 discard=sequence.discard_uncounted,
                 shrink=generated_from - sequence.position(generated_from),
             )
+            decoded = True
+        except GeneratorExit:  # the worker read no further (Stop): decoding is over
+            decoded = True
+            raise
         finally:
+            if decoded:
+                # Before the KV state is kept: keeping it is no computation, and the reply's
+                # end (its queue's, through the report) need not wait for it.
+                self._computation_ended(report, stop)
             self._kv.settle(sequence, conversation, generated_from)
+
+    def _computation_ended(self, report: GenerationReport, stop: StopSignal) -> None:
+        if self._on_gpu:
+            # Work the device still runs (queued before Stop was seen) is computation: the
+            # stop latency is measured to its end.
+            llama_cpp.llama_synchronize(self._ctx)
+        report.end(stop.is_set())
 
     def drafter(self, prompt: list[int], seq_id: int = 0) -> Drafter | None:
         """This reply's drafts: the draft model's, else the context's if asked for, else none.

@@ -95,6 +95,9 @@ def producing(job: ReplyJob) -> Iterator[None]:
     sentence instead of a dead thread, and ends the queue so the frame pump finishes.
     """
     report = job.report
+    # The queue ends as the computation does (an engine that says so before tidying up, as
+    # llama.cpp's keeping its KV state, lets the window show the end at once).
+    report.on_end = job.pieces.end
     try:
         yield
     except Exception as exc:  # the engine reports its own errors; this catches the rest

@@ -197,3 +197,35 @@ def test_a_greedy_reply_does_not_depend_on_how_its_prompt_was_cut(model_path: Pa
     finally:
         whole.close()
         small.close()
+
+
+@pytest.mark.parametrize("how", ["stop", "worker_reads_no_further", "complete"])
+def test_a_reply_ends_before_its_kv_state_is_kept(
+    backend: LlamaBackend, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # Keeping the KV state for the prompt cache copies tens of MB (80 ms or more on a 2-core
+    # VM): the reply's end, which Stop's latency is measured to and which ends the window's
+    # queue (the report's on_end), comes before it.
+    moments: list[str] = []
+    settle = backend._kv.settle
+
+    def settle_later(*args: object, **kwargs: object) -> None:
+        moments.append("keep the state")
+        settle(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend._kv, "settle", settle_later)
+    stop = StopSignal()
+    report = GenerationReport(on_end=lambda: moments.append("end"))
+    story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a dragon."}]
+    settings = GenerationSettings(temperature=0.0, max_tokens=40 if how == "complete" else 400)
+    stream = backend.stream_reply(story, settings, stop, report)
+    for i, _ in enumerate(stream):
+        if i == 5 and how == "stop":
+            stop.set()
+        if i == 5 and how == "worker_reads_no_further":
+            stop.set()
+            break  # as the worker does when the queue refuses a piece after Stop
+    stream.close()
+    assert moments == ["end", "keep the state"]
+    assert report.finish == ("length" if how == "complete" else "stopped")
+    assert report.compute_ended_at is not None
