@@ -14,7 +14,7 @@ import logging
 import platform
 import sys
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,32 @@ class NativeAbortFlag:
     def raised(self) -> bool:
         """Whether the flag is raised."""
         return self._buffer[0] != b"\x00"
+
+
+def _end_computation(
+    ctx: llama_cpp.llama_context_p, on_gpu: bool, report: GenerationReport, stop: StopSignal
+) -> None:
+    """The reply's computation is over: stamp its end (once) in ``report``."""
+    if on_gpu:
+        # Work the device still runs (queued before Stop was seen) is computation: the stop
+        # latency is measured to its end.
+        llama_cpp.llama_synchronize(ctx)
+    report.end(stop.is_set())
+
+
+def _until_ended(
+    pieces: Generator[str, None, None], ended: Callable[[], None]
+) -> Generator[str, None, None]:
+    """Yield ``pieces``; call ``ended`` when they end, or when the reader stops reading (Stop).
+
+    Not when they fail: the engine records the failure first, and the end after it.
+    """
+    try:
+        yield from pieces
+    except GeneratorExit:
+        ended()
+        raise
+    ended()
 
 
 class LlamaBackend:
@@ -244,7 +270,7 @@ class LlamaBackend:
         finally:
             report.looking = report.listening = False
             remove_encoder_listener()
-            self._computation_ended(report, stop)
+            _end_computation(self._ctx, self._on_gpu, report, stop)
             remove_listener()
             flag.lower()
 
@@ -296,9 +322,8 @@ class LlamaBackend:
         room = n_ctx - len(prompt)
         limit = min(settings.max_tokens, room) if settings.max_tokens > 0 else room
         generated_from = len(sequence.tokens)
-        decoded = False
         try:
-            yield from decode_reply(
+            decoding = decode_reply(
                 ctx=self._ctx,
                 vocab=self._vocab,
                 sampler=sampler,
@@ -313,23 +338,13 @@ class LlamaBackend:
                 discard=sequence.discard_uncounted,
                 shrink=generated_from - sequence.position(generated_from),
             )
-            decoded = True
-        except GeneratorExit:  # the worker read no further (Stop): decoding is over
-            decoded = True
-            raise
+            # The computation ends before the KV state is kept (no computation: the reply's
+            # end, its queue's through the report, need not wait for it).
+            yield from _until_ended(
+                decoding, lambda: _end_computation(self._ctx, self._on_gpu, report, stop)
+            )
         finally:
-            if decoded:
-                # Before the KV state is kept: keeping it is no computation, and the reply's
-                # end (its queue's, through the report) need not wait for it.
-                self._computation_ended(report, stop)
             self._kv.settle(sequence, conversation, generated_from)
-
-    def _computation_ended(self, report: GenerationReport, stop: StopSignal) -> None:
-        if self._on_gpu:
-            # Work the device still runs (queued before Stop was seen) is computation: the
-            # stop latency is measured to its end.
-            llama_cpp.llama_synchronize(self._ctx)
-        report.end(stop.is_set())
 
     def drafter(self, prompt: list[int], seq_id: int = 0) -> Drafter | None:
         """This reply's drafts: the draft model's, else the context's if asked for, else none.
