@@ -24,6 +24,7 @@ from typing import Any
 from app.bench.bare import BareLoops
 from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
 from app.bench.stats import Rate, interleaved_pairs, summary
+from app.bench.thread_times import read_threads
 from app.engine import BackendOpener, ChatMessage, GenerationSettings
 from app.flow.decode_threads import ThreadReport
 from app.flow.metrics import Distribution, watch_loop_lag
@@ -202,20 +203,31 @@ async def loop_lag(setup: Setup, window: MainWindow) -> dict[str, float]:
 
 
 async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
-    """The same generation with the diagnostics panel shown and hidden, interleaved."""
+    """The same generation with the diagnostics panel shown and hidden, interleaved.
+
+    Besides the rates (noisy: the machine's own moves by a tenth between runs), what the UI
+    thread spent per piece shown, from the kernel's account of its CPU time: the panel's cost
+    itself, which the rates show only through what it takes from decoding.
+    """
     metrics = window.session.metrics
     rates: dict[bool, list[float]] = {False: [], True: []}
+    ui_ms: dict[bool, list[float]] = {False: [], True: []}
     lags: dict[bool, Distribution] = {False: Distribution(), True: Distribution()}
     for _ in range(setup.plan.panel_pairs):
         for shown in (False, True):
             window.diagnostics_dock.setVisible(shown)
             metrics.loop_lag_ms = lags[shown]  # the frame timer's lateness, as the app sees it
+            before = read_threads().ui
             rates[shown].append(await app_rate(window))
+            pieces = max(1, metrics.reply.pieces_shown)
+            ui_ms[shown].append((read_threads().ui - before) * 1000 / pieces)
     window.diagnostics_dock.hide()
     return {
         "tok_s_hidden": round(statistics.median(rates[False]), 2),
         "tok_s_shown": round(statistics.median(rates[True]), 2),
         "ratio": round(statistics.median(rates[True]) / statistics.median(rates[False]), 4),
+        "ui_ms_per_token_hidden": round(statistics.median(ui_ms[False]), 3),
+        "ui_ms_per_token_shown": round(statistics.median(ui_ms[True]), 3),
         "loop_lag_ms_hidden": summary(lags[False]),
         "loop_lag_ms_shown": summary(lags[True]),
     }

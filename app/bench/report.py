@@ -100,7 +100,9 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"raw {tp['raw_tok_s']} tok/s, app {tp['app_tok_s']} tok/s "
         f"({doc['machine']['threads']} threads); diagnostics panel shown/hidden tok/s ratio "
-        f"{panel['ratio']}; one update {long['early_update_ms']} ms early, "
+        f"{panel['ratio']} (UI thread {panel['ui_ms_per_token_shown']} against "
+        f"{panel['ui_ms_per_token_hidden']} ms per token); one update "
+        f"{long['early_update_ms']} ms early, "
         f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
         f"{hose['updates_per_s']} updates/s, RSS {hose['rss_growth_mb']:+} MB",
         "",

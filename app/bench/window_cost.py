@@ -24,11 +24,11 @@ thread is the process's first thread; every other thread (Qt's, the archive's) i
   reach on these replies' real arrivals with one update per frame, even knowing every arrival
   in advance, and with updates that cost no time (:func:`least_p95_wait`): the floor under
   ``token_to_screen_ms_p95`` on this machine at this rate.
+- ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
+  cost above is paid against: a change that lowers the share by slowing decoding is no gain).
 
 Each figure is also given for replies whose frames come by the clock (``frames_on_clock``:
 the frame pump's design until 2026-12-04), alternating with the app's, as the baseline.
-- ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
-  cost above is paid against: a change that lowers the share by slowing decoding is no gain).
 """
 
 from __future__ import annotations
@@ -36,55 +36,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import os
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.bench.measure import app_threads, ask
 from app.bench.plan import STORY, Setup
+from app.bench.thread_times import ThreadTimes, read_threads
 from app.engine import Backend
 from app.flow.metrics import Distribution
 from app.ui.window.main_window import MainWindow
-
-WORKER_NAME = "InferenceWorker"
-"""The worker QThread's object name, which Qt gives its native thread (``/proc/.../comm``)."""
-
-
-@dataclass(frozen=True)
-class ThreadTimes:
-    """Seconds on a CPU by kind of thread at one moment, and the decode threads' waits."""
-
-    ui: float
-    decode: float
-    other: float
-    decode_waited: float
-
-
-def read_threads(pid: int | None = None) -> ThreadTimes:
-    """The CPU time each kind of thread of process ``pid`` (this one) has used so far."""
-    pid = pid or os.getpid()
-    ui = decode = other = waited = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            ran, waits, _ = (task / "schedstat").read_text().split()
-            name = (task / "comm").read_text().strip()
-        except (OSError, ValueError):  # the thread ended meanwhile
-            continue
-        seconds = int(ran) / 1e9
-        if int(task.name) == pid:
-            ui += seconds
-        elif name == WORKER_NAME[:15]:  # the kernel keeps 15 characters of a name
-            decode += seconds
-            waited += int(waits) / 1e9
-        else:
-            other += seconds
-    return ThreadTimes(ui, decode, other, waited)
 
 
 def window_cost(

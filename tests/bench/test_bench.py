@@ -496,6 +496,8 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
 
     panel = doc["diagnostics_panel"]
     assert panel["tok_s_shown"] > 0
+    assert panel["ui_ms_per_token_shown"] > 0  # the UI thread's CPU time, read from the kernel
+    assert panel["ui_ms_per_token_hidden"] > 0
     assert panel["tok_s_hidden"] > 0
     assert doc["machine"]["cores"] == os.cpu_count()
     assert doc["machine"]["model"] == model_path.name
@@ -739,7 +741,8 @@ def test_large_messages_see_a_stall_and_build_what_they_measure(
 def test_the_window_cost_reads_each_kind_of_threads_time_from_the_kernel() -> None:
     import ctypes
 
-    from app.bench.window_cost import WORKER_NAME, read_threads, window_cost
+    from app.bench.thread_times import WORKER_NAME, read_threads
+    from app.bench.window_cost import window_cost
 
     decoded, read = threading.Event(), threading.Event()
 

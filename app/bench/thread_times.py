@@ -1,0 +1,48 @@
+"""The CPU time of this process's threads by kind, from the kernel's accounts (Linux).
+
+``/proc/self/task/<tid>/schedstat`` holds each thread's time on a CPU and its time ready to
+run but waiting for one (nanoseconds). The decode threads are the worker (its thread is named
+after the ``InferenceWorker`` QThread) and llama.cpp's OpenMP team, which the worker's thread
+creates and which inherit its name; the UI thread is the process's first thread; every other
+thread (Qt's, the archive's) is "other".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKER_NAME = "InferenceWorker"
+"""The worker QThread's object name, which Qt gives its native thread (``/proc/.../comm``)."""
+
+
+@dataclass(frozen=True)
+class ThreadTimes:
+    """Seconds on a CPU by kind of thread at one moment, and the decode threads' waits."""
+
+    ui: float
+    decode: float
+    other: float
+    decode_waited: float
+
+
+def read_threads(pid: int | None = None) -> ThreadTimes:
+    """The CPU time each kind of thread of process ``pid`` (this one) has used so far."""
+    pid = pid or os.getpid()
+    ui = decode = other = waited = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ran, waits, _ = (task / "schedstat").read_text().split()
+            name = (task / "comm").read_text().strip()
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+        seconds = int(ran) / 1e9
+        if int(task.name) == pid:
+            ui += seconds
+        elif name == WORKER_NAME[:15]:  # the kernel keeps 15 characters of a name
+            decode += seconds
+            waited += int(waits) / 1e9
+        else:
+            other += seconds
+    return ThreadTimes(ui, decode, other, waited)
