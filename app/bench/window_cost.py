@@ -1,11 +1,7 @@
 """What the window's threads cost the model while a reply streams, from the kernel's accounts.
 
-Linux keeps each thread's time on a CPU, and its time ready to run but waiting for one, in
-``/proc/self/task/<tid>/schedstat`` (nanoseconds). While the app streams a reply, the threads
-that decode are the worker (its thread is named after the ``InferenceWorker`` QThread) and
-llama.cpp's OpenMP team, which the worker's thread creates and which inherit its name; the UI
-thread is the process's first thread; every other thread (Qt's, the archive's) is counted as
-"other". From two readings around a reply:
+The threads' CPU time by kind (UI, decode, other) is read by :mod:`app.bench.thread_times`.
+From two readings around a reply:
 
 - ``cpu_share``: the CPU time of the threads that do not decode, over that of the decode
   threads (the issue's "what the window costs the model": 8.0 / 146.6 = 5.5 % on a 2-core EPYC);

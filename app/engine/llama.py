@@ -103,7 +103,7 @@ def _end_computation(
     ctx: llama_cpp.llama_context_p, on_gpu: bool, report: GenerationReport, stop: StopSignal
 ) -> None:
     """The reply's computation is over: stamp its end (once) in ``report``."""
-    if on_gpu:
+    if on_gpu and report.compute_ended_at is None:  # else it was waited for where it ended
         # Work the device still runs (queued before Stop was seen) is computation: the stop
         # latency is measured to its end.
         llama_cpp.llama_synchronize(ctx)
