@@ -55,6 +55,8 @@ class PieceQueue:
         self._room: Callable[[], None] | None = None
         """What wakes a producer that :meth:`offer` turned away (once, when the reader takes)."""
         self._refused_at: float | None = None
+        self.woke_reader_at: float | None = None
+        """When the reader was last woken (a piece, the end or Stop): ``perf_counter``."""
         self._remove_listener = stop.add_listener(self._wake)
 
     def _wake(self) -> None:
@@ -69,6 +71,7 @@ class PieceQueue:
         with self._cond:
             arrival, self._arrival = self._arrival, None
         if arrival is not None:
+            self.woke_reader_at = time.perf_counter()
             with contextlib.suppress(RuntimeError):  # its reader is gone (a deleted QObject)
                 arrival()
 
@@ -252,14 +255,6 @@ class PieceQueue:
             self._ended = True
         self._remove_listener()
         self._wake_reader()
-
-    def first_produced_at(self, since: float = -math.inf) -> float | None:
-        """When the oldest piece waiting that was produced at or after ``since`` was produced.
-
-        None: no such piece waits.
-        """
-        with self._cond:
-            return next((p.produced_at for p in self._items if p.produced_at >= since), None)
 
     @property
     def depth(self) -> int:

@@ -75,7 +75,8 @@ class FramePump(QObject):
         """What the clock was set for (a frame's latest moment, or an idle tick's)."""
         self._clock_frame = False
         """The clock shows a frame (else it is an idle tick, for the prompt's progress)."""
-        self._waiting_since: float | None = None
+        self._waiting = False
+        """A piece's arrival (or the end, or Stop) is to wake the pump."""
         self._queue: PieceQueue | None = None
         self._on_frame: Callable[[], None] | None = None
         self._done: asyncio.Future[None] | None = None
@@ -115,7 +116,7 @@ class FramePump(QObject):
         at, self._clock_for = self._clock_for, None
         assert self._queue is not None
         # A piece's arrival wakes nothing from now on (one already on its way is ignored).
-        self._waiting_since = None
+        self._waiting = False
         self._queue.forget_wake(self._wake)
         if self._clock_frame and at is not None:
             self._metrics.loop_lag_ms.add(max(0.0, time.perf_counter() - at) * 1000)
@@ -126,19 +127,19 @@ class FramePump(QObject):
 
     @Slot()
     def _on_arrival(self) -> None:
-        if self._done is None or self._done.done() or self._waiting_since is None:
+        if self._done is None or self._done.done() or not self._waiting:
             return
         assert self._queue is not None
         self._metrics.reply.wakes += 1
-        waiting_since, self._waiting_since = self._waiting_since, None
+        self._waiting = False
         self._clock.stop()  # an idle tick, or the clock of a frame no piece came for
         self._clock_for = None
         now = time.perf_counter()
-        if now >= self._due - self._slack:
-            # How late the loop ran this: since the piece that woke it was produced.
-            arrived = self._queue.first_produced_at(since=waiting_since)
-            if arrived is not None:
-                self._metrics.loop_lag_ms.add(max(0.0, now - arrived) * 1000)
+        woke_at = self._queue.woke_reader_at
+        if now >= self._due - self._slack and woke_at is not None:
+            # How late the loop ran this: since the worker woke it (with a piece, the end or
+            # Stop). A wake before the frame is due records nothing: the clock then shows it.
+            self._metrics.loop_lag_ms.add(max(0.0, now - woke_at) * 1000)
         self._step()
 
     @property
@@ -177,19 +178,19 @@ class FramePump(QObject):
             # piece once due comes within a gap of the moment, still gets one update a frame.
             not_before = self._due - min(self._slack, self._gap / 4)
             if queue.wake_on_arrival(self._wake, not_before=not_before):
-                self._waiting_since = not_before
+                self._waiting = True
                 self._set_clock(self._due + min(1.5 * self._gap, self.frame_interval))
                 return
         if queue.depth == 0 and not queue.finished:
             # Slower than frames (or none came by the frame): the piece's arrival is the
             # one wake-up. Before the first piece, the prompt's progress needs a word now
             # and then.
-            self._waiting_since = now
+            self._waiting = True
             if queue.wake_on_arrival(self._wake):
                 if self._metrics.reply.first_shown_at is None:
                     self._set_clock(now + self.idle_interval, frame=False)
                 return
-            self._waiting_since = None  # it came meanwhile
+            self._waiting = False  # it came meanwhile
         if not clock and now < self._due - self._slack:
             # A piece came less than a frame after the last update: it waits for its frame.
             self._set_clock(self._due)
