@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -154,6 +154,29 @@ def test_the_ranges_move_in_round_steps_not_at_every_reading(
     assert fitted_top(100, 40) == 100  # in between: stays
     assert fitted_top(100, 120) == 200  # outgrown: up
     assert fitted_top(100, 20) == 20  # far under: down
+
+
+def test_an_axis_is_painted_anew_when_its_range_or_the_theme_changes(
+    timeline: Timeline, qtbot: QtBot, qapp: QApplication, theme: str
+) -> None:
+    # The axes and legends are painted once into pixmaps of their own and copied at each
+    # repaint: a new range or a new theme must paint them again, not copy what they were.
+    view = timeline.view
+    axis = view.rate_plot.getAxis("left")
+
+    def axis_pixels() -> QImage:
+        area = view.graphics.mapFromScene(axis.sceneBoundingRect()).boundingRect()
+        return view.graphics.grab(area).toImage()
+
+    first = axis_pixels()
+    assert first == axis_pixels()  # nothing changed: the same pixels
+    view.set_top(view.rate_plot, 4000)
+    ranged = axis_pixels()
+    assert ranged != first  # the labels of the new range
+    apply_theme(qapp, "light" if theme == "dark" else "dark")
+    qtbot.waitUntil(lambda: axis_pixels() != ranged)  # the labels in the new colours
+    view.set_top(view.rate_plot, 5)
+    assert axis_pixels() != ranged
 
 
 def test_readings_are_kept_in_arrays_for_the_last_seconds_only() -> None:

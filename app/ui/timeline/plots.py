@@ -18,9 +18,10 @@ from typing import Any, Final
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
 import pyqtgraph as pg  # type: ignore[import-untyped]
-from PySide6.QtCore import QCoreApplication, Qt
+from pyqtgraph.graphicsItems.LegendItem import ItemSample  # type: ignore[import-untyped]
+from PySide6.QtCore import QCoreApplication, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette
-from PySide6.QtWidgets import QSizePolicy
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsTextItem, QSizePolicy
 
 from app.ui.timeline.marks import LANES, EventsLane, MarkerLines
 from app.ui.timeline.style import colors_for
@@ -49,6 +50,21 @@ def fitted_top(current: float, needed: float) -> float:
     if needed > current or needed < current / 4:
         return round_top(needed)
     return current
+
+
+class _Curve(pg.PlotCurveItem):  # type: ignore[misc]
+    """A curve whose bounds are its view's: every curve of the timeline spans the time axis.
+
+    pyqtgraph bounds a curve by its data, measured again (minimum and maximum of each array,
+    the pen's width in pixels) each time the scene asks after new data: four times per
+    curve per reading, a tenth of the timeline's cost. The view clips what it holds to
+    itself, so the view's rectangle bounds the curve as well, and costs nothing to know.
+    """
+
+    def boundingRect(self) -> QRectF:
+        """The view's rectangle (the curve's own bounds are never looked for)."""
+        box = self.getViewBox()
+        return QRectF() if box is None else QRectF(box.viewRect())
 
 
 class TimelinePlots:
@@ -155,9 +171,10 @@ class TimelinePlots:
     @staticmethod
     def _curve(plot: Any, connect: str = "all") -> Any:
         # No antialiasing and no finite check of each array (pyqtgraph's path building
-        # handles the NaN gaps itself with connect="finite").
-        curve = pg.PlotCurveItem(connect=connect, antialias=False, skipFiniteCheck=True)
-        plot.addItem(curve)
+        # handles the NaN gaps itself with connect="finite"). The ranges are the timeline's
+        # to set (:meth:`set_top`): the view does not follow the curve's bounds.
+        curve = _Curve(connect=connect, antialias=False, skipFiniteCheck=True)
+        plot.addItem(curve, ignoreBounds=True)
         return curve
 
     def set_top(self, plot: Any, needed: float) -> None:
@@ -203,6 +220,20 @@ class TimelinePlots:
             for curve, name in items:
                 legend.addItem(curve, name)
         self.lane.retranslate()
+        self._cache_still_parts()
+
+    def _cache_still_parts(self) -> None:
+        # The axes, their titles and the legends change a few times a reply (a new range,
+        # a language, a theme), while the curves move at every reading: each is painted once
+        # into a pixmap of its own, which every repaint then copies (a change repaints it
+        # again). Painted afresh, the axes alone were a sixth of the plots' repaint.
+        still = (pg.AxisItem, pg.LegendItem, pg.LabelItem, ItemSample)
+        for item in self.graphics.scene().items():
+            parent = item.parentItem()
+            if isinstance(item, still) or (
+                isinstance(item, QGraphicsTextItem) and isinstance(parent, still)
+            ):
+                item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def apply_colors(self, palette: QPalette) -> None:
         """Colour everything for ``palette`` (the theme's)."""
