@@ -412,6 +412,7 @@ def table(doc: dict[str, Any]) -> str:
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
         lines += _parallel_lines(doc) + _speculative_lines(doc) + _vision_lines(doc)
+        lines += _panel_alone_lines(doc)
         return "\n".join(lines + _window_cost_lines(doc) + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
@@ -428,6 +429,19 @@ def table(doc: dict[str, Any]) -> str:
     lines += _ttft_table(doc)
     lines += _gpu_lines(doc)
     return "\n".join(lines)
+
+
+def _panel_alone_lines(doc: dict[str, Any]) -> list[str]:
+    """The diagnostics panel's section run alone (the whole run says it in its summary)."""
+    panel = doc.get("diagnostics_panel")
+    if panel is None:
+        return []
+    return [
+        "",
+        f"diagnostics panel, replies alternating: tok/s hidden {panel['tok_s_hidden']}, shown "
+        f"{panel['tok_s_shown']}; the UI thread's CPU per token hidden "
+        f"{panel['ui_ms_per_token_hidden']} ms, shown {panel['ui_ms_per_token_shown']} ms",
+    ]
 
 
 def _window_cost_lines(doc: dict[str, Any]) -> list[str]:

@@ -45,6 +45,7 @@ from app.engine.threads import physical_cores
 from app.flow.event_loop import finalize_async_generators_on
 from app.flow.session import DEFAULT_QUEUE_BOUND
 from app.store.thread_choices import ThreadChoices
+from app.ui.window.main_window import MainWindow
 
 
 async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
@@ -101,15 +102,23 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
     }
 
 
-async def _window_cost_alone(setup: Setup) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="floodgate-bench-threads-") as folder:
-        setup.log("opening the app…")
-        window = await open_app(setup, open_llama, setup.greedy, ThreadChoices(Path(folder)))
-        try:
-            setup.log("what the window's threads cost the decode threads…")
-            return await window_cost_section(setup, window)
-        finally:
-            await close_app(window)
+def _in_the_app_alone(
+    what: str, section: Callable[[Setup, MainWindow], Awaitable[dict[str, Any]]]
+) -> Callable[[Setup], Awaitable[dict[str, Any]]]:
+    """One of the sections that run in the app, alone: the app opened as the whole run does."""
+
+    async def alone(setup: Setup) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="floodgate-bench-threads-") as folder:
+            setup.log("opening the app…")
+            threads = ThreadChoices(Path(folder))
+            window = await open_app(setup, open_llama, setup.greedy, threads)
+            try:
+                setup.log(f"{what}…")
+                return await section(setup, window)
+            finally:
+                await close_app(window)
+
+    return alone
 
 
 def _long_reply(setup: Setup) -> dict[str, Any]:
@@ -202,7 +211,10 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
     "download": _download_alone,
     "ttft_ms": _ttft_alone,
     "gpu": _gpu_alone,
-    "window_cost": _window_cost_alone,
+    "window_cost": _in_the_app_alone(
+        "what the window's threads cost the decode threads", window_cost_section
+    ),
+    "diagnostics_panel": _in_the_app_alone("diagnostics panel shown vs hidden", diagnostics_cost),
     "long_reply": _long_reply_alone,
     "large_messages": _large_messages_alone,
     "parallel": _parallel_alone,
@@ -214,11 +226,11 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
 SECTIONS = tuple(_ALONE)
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
-Alone, ``window_cost`` opens the app as the whole run does (its worker measures its decode
-threads first, unless ``--threads`` sets them); ``ttft_ms`` runs at ``--threads`` (default:
-every physical core) rather than at the count the app's worker would measure, and without the
-prefill pairs' progress cost; ``parallel`` decodes at ``--threads`` too (default: every
-physical core).
+Alone, ``window_cost`` and ``diagnostics_panel`` open the app as the whole run does (its
+worker measures its decode threads first, unless ``--threads`` sets them); ``ttft_ms`` runs
+at ``--threads`` (default: every physical core) rather than at the count the app's worker
+would measure, and without the prefill pairs' progress cost; ``parallel`` decodes at
+``--threads`` too (default: every physical core).
 """
 
 

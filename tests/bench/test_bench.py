@@ -494,11 +494,7 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert cost["replies"] == plan.window_cost_replies
     assert 0 <= cost["least_wait_ms_p95"] <= 1000 / 60  # a frame's wait is always possible
 
-    panel = doc["diagnostics_panel"]
-    assert panel["tok_s_shown"] > 0
-    assert panel["ui_ms_per_token_shown"] > 0  # the UI thread's CPU time, read from the kernel
-    assert panel["ui_ms_per_token_hidden"] > 0
-    assert panel["tok_s_hidden"] > 0
+    check_panel(doc["diagnostics_panel"])
     assert doc["machine"]["cores"] == os.cpu_count()
     assert doc["machine"]["model"] == model_path.name
 
@@ -595,6 +591,25 @@ def check_parallel(section: dict[str, Any], plan: Plan) -> None:
         assert peer["throughput_ratio"] == pytest.approx(
             peer["floodgate_tok_s"] / peer["peer_tok_s"], rel=0.01
         )
+
+
+def check_panel(panel: dict[str, Any]) -> None:
+    """The ``diagnostics_panel`` section's figures."""
+    assert panel["tok_s_shown"] > 0
+    assert panel["ui_ms_per_token_shown"] > 0  # the UI thread's CPU time, read from the kernel
+    assert panel["ui_ms_per_token_hidden"] > 0
+    assert panel["tok_s_hidden"] > 0
+    assert panel["ratio"] == pytest.approx(panel["tok_s_shown"] / panel["tok_s_hidden"], rel=1e-3)
+
+
+@pytest.mark.model
+def test_only_diagnostics_panel_runs_the_panel_section_alone(tmp_path: Path) -> None:
+    proc, out = run_only("diagnostics_panel", tmp_path)
+    assert "diagnostics panel, replies alternating" in proc.stdout
+    assert "the window's cost" not in proc.stdout  # another section's lines
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"diagnostics_panel", "machine"}
+    check_panel(doc["diagnostics_panel"])
 
 
 def run_only(section: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
