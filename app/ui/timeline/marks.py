@@ -48,6 +48,16 @@ _PRIORITY: Final = {
 """Whose name is written first when the lane has no room for all: Stop's story first."""
 
 
+def view_rect(item: Any) -> QRectF:
+    """The rectangle of the view ``item`` is in, in its coordinates (empty outside one).
+
+    The bounds of the timeline's items that span their plot: the view clips what it holds to
+    itself, so its rectangle bounds them, and costs nothing to know.
+    """
+    box = item.getViewBox()
+    return QRectF() if box is None else QRectF(box.viewRect())
+
+
 def moment_name(event: FlowEvent) -> str:
     """A moment's name in the current language."""
     return QCoreApplication.translate(CONTEXT, event.name)
@@ -88,8 +98,7 @@ class MarkerLines(pg.GraphicsObject):  # type: ignore[misc]
 
     def boundingRect(self) -> QRectF:
         """The whole view: the lines span it."""
-        box = self.getViewBox()
-        return QRectF() if box is None else QRectF(box.viewRect())
+        return view_rect(self)
 
     def viewRangeChanged(self) -> None:
         """The view's rectangle is this item's: tell the scene it changed."""
@@ -214,8 +223,7 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
 
     def boundingRect(self) -> QRectF:
         """The whole lane."""
-        box = self.getViewBox()
-        return QRectF() if box is None else QRectF(box.viewRect())
+        return view_rect(self)
 
     def viewRangeChanged(self) -> None:
         """The view's rectangle is this item's: tell the scene it changed."""

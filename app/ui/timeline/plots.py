@@ -23,7 +23,7 @@ from PySide6.QtCore import QCoreApplication, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsTextItem, QSizePolicy
 
-from app.ui.timeline.marks import LANES, EventsLane, MarkerLines
+from app.ui.timeline.marks import LANES, EventsLane, MarkerLines, view_rect
 from app.ui.timeline.style import colors_for
 
 WINDOW_SECONDS: Final = 30.0
@@ -57,14 +57,12 @@ class _Curve(pg.PlotCurveItem):  # type: ignore[misc]
 
     pyqtgraph bounds a curve by its data, measured again (minimum and maximum of each array,
     the pen's width in pixels) each time the scene asks after new data: four times per
-    curve per reading, a tenth of the timeline's cost. The view clips what it holds to
-    itself, so the view's rectangle bounds the curve as well, and costs nothing to know.
+    curve per reading, a tenth of the timeline's cost.
     """
 
     def boundingRect(self) -> QRectF:
         """The view's rectangle (the curve's own bounds are never looked for)."""
-        box = self.getViewBox()
-        return QRectF() if box is None else QRectF(box.viewRect())
+        return view_rect(self)
 
 
 class TimelinePlots:
