@@ -345,6 +345,34 @@ def test_a_theme_change_recolours_a_timeline_already_shown(
     qtbot.waitUntil(lambda: widget.view.tokens_curve.opts["pen"].color() != before)
     base = widget.palette().color(QPalette.ColorRole.Base)
     assert widget.graphics.backgroundBrush().color() == base
+    # The legends' words are written again in the new theme's text colour: as many of their
+    # pixels are in it as in a timeline made in that theme.
+    text = widget.palette().color(QPalette.ColorRole.WindowText)
+    fresh = Timeline(FlowMetrics(queue_bound=8))
+    qtbot.addWidget(fresh)
+    fresh.show()
+    qtbot.waitExposed(fresh)
+    expected = pixels_near(legend_pixels(fresh), text)
+    assert expected > 20  # the words are there to count
+    qtbot.waitUntil(lambda: pixels_near(legend_pixels(widget), text) == expected)
+
+
+def legend_pixels(timeline: Timeline) -> QImage:
+    """What the frame-cost legend shows now."""
+    view = timeline.view
+    area = view.graphics.mapFromScene(view.ms_legend.sceneBoundingRect()).boundingRect()
+    return view.graphics.grab(area).toImage()
+
+
+def pixels_near(image: QImage, color: QColor) -> int:
+    """How many pixels of ``image`` are close to ``color`` (text, antialiased)."""
+    near = 0
+    for y in range(image.height()):
+        for x in range(image.width()):
+            c = image.pixelColor(x, y)
+            diff = abs(c.red() - color.red()) + abs(c.green() - color.green())
+            near += diff + abs(c.blue() - color.blue()) < 120
+    return near
 
 
 def test_the_panel_shows_prompt_and_cache_figures_and_holds_the_timeline(

@@ -261,6 +261,11 @@ class TimelinePlots:
         translucent.setAlpha(200)
         for legend in (self.queue_legend, self.ms_legend):
             legend.setLabelTextColor(text)
+            # pyqtgraph keeps the colour for labels added later; those already there are
+            # written again in it (else a theme changed while shown left the old theme's
+            # words, dark on dark).
+            for _sample, label in legend.items:
+                label.setText(label.text, color=text)
             legend.setBrush(pg.mkBrush(translucent))
             legend.setPen(pg.mkPen(None))
         highlight = QColor(palette.color(QPalette.ColorRole.Highlight))
