@@ -16,11 +16,19 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.engine import ChatMessage, EngineOptions, GenerationSettings, StopSignal
+from app.engine import (
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    StopSignal,
+)
+from app.engine.batch import BatchedReply
 from app.engine.llama import open_llama
 from app.flow.piece_queue import PieceQueue
 from app.flow.worker import ReplyJob
 from app.server.api import ServerConfig
+from tests.support.batches import note_keeping
 from tests.support.loop import Loop
 from tests.support.serving import Served, long_prompt, serve, wait_until
 
@@ -271,3 +279,48 @@ def test_a_conversation_comes_back_to_the_sequence_that_holds_it(served: Served)
     assert follow_up.reply
     assert report.prefix_source == "kept"
     assert report.cached_tokens >= first.job.report.prompt_tokens
+
+
+@pytest.mark.parametrize("how", ["stop", "complete"])
+def test_a_reply_beside_others_ends_before_its_kv_state_is_kept(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # As alone (tests/engine/test_llama_engine.py): keeping the KV state for the prompt cache
+    # copies tens of MB; the reply's end, which Stop's latency is measured to and which ends
+    # its reader's queue (the report's on_end), comes first. The window's replies take this
+    # path whenever the context is opened for several.
+    backend = open_llama(model_path, EngineOptions(n_threads=2, n_ctx=1024, parallel=2))
+    try:
+        batch = backend.batch
+        assert batch is not None
+        moments: list[str] = []
+        note_keeping(backend, moments, monkeypatch)
+        stop = StopSignal()
+        report = GenerationReport(on_end=lambda: moments.append("end"))
+        pieces: list[str] = []
+
+        def offer(text: str) -> bool:
+            pieces.append(text)
+            if len(pieces) == 5 and how == "stop":
+                stop.set()
+            return True
+
+        settings = GenerationSettings(temperature=0.0, max_tokens=40 if how == "complete" else 400)
+        reply = BatchedReply(
+            [{"role": "user", "content": "Write a long story about a dragon."}],
+            settings,
+            stop,
+            report,
+            offer,
+            lambda: moments.append("ended"),
+            conversation="dragon",
+        )
+        assert batch.place(reply)
+        while batch.busy:
+            batch.step()
+        assert moments == ["end", "keep the state", "ended"]
+        assert report.finish == ("length" if how == "complete" else "stopped")
+        assert report.compute_ended_at is not None
+        assert report.batch_peak == 1
+    finally:
+        backend.close()

@@ -11,6 +11,7 @@ import pytest
 
 from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
 from app.engine.llama import LlamaBackend, NativeAbortFlag, open_llama
+from tests.support.batches import note_keeping
 
 pytestmark = pytest.mark.model
 
@@ -207,13 +208,7 @@ def test_a_reply_ends_before_its_kv_state_is_kept(
     # VM): the reply's end, which Stop's latency is measured to and which ends the window's
     # queue (the report's on_end), comes before it.
     moments: list[str] = []
-    settle = backend._kv.settle
-
-    def settle_later(*args: object, **kwargs: object) -> None:
-        moments.append("keep the state")
-        settle(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(backend._kv, "settle", settle_later)
+    note_keeping(backend, moments, monkeypatch)
     stop = StopSignal()
     report = GenerationReport(on_end=lambda: moments.append("end"))
     story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a dragon."}]

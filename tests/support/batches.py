@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.engine import ChatMessage, GenerationReport, GenerationSettings, StopSignal
 from app.engine.batch import BatchedReply
 from app.engine.llama import LlamaBackend
@@ -24,3 +26,20 @@ def side_by_side(
     while batch.busy:
         batch.step()
     return [("".join(pieces), report) for pieces, report in results]
+
+
+def note_keeping(
+    backend: LlamaBackend, moments: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Append "keep the state" to ``moments`` each time ``backend`` keeps a sequence's KV state.
+
+    The state is kept after every reply, for the prompt cache (a copy of tens of MB); tests
+    check what comes before it.
+    """
+    settle = backend._kv.settle
+
+    def settle_noted(*args: object, **kwargs: object) -> None:
+        moments.append("keep the state")
+        settle(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend._kv, "settle", settle_noted)
