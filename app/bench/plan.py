@@ -89,6 +89,7 @@ TARGETS: list[Target] = [
     Target("token_to_screen_ms.p95", "<=", 16.7),
     Target("stop_decode_ms.p95", "<=", 10.0),
     Target("stop_prefill_ms.p95", "<=", 25.0),
+    Target("stop_long_ms.p95", "<=", 10.0),
     Target("next_reply_consistent", "==", 1.0),
     Target("firehose.lost", "==", 0.0),
     Target("firehose.loop_lag_ms.p99", "<=", 16.7),

@@ -2,18 +2,27 @@
 
 After every Stop the next greedy reply is checked against the one a freshly loaded model
 gives, so an abort that left the cache broken shows up here.
+
+Stops in replies of a long conversation are measured apart, in a window opened as the app
+opens one (its context for the replies side by side that memory allows, and a prompt cache):
+there the window's replies are decoded in a batch, and the state of a conversation that took
+seconds to process is kept at each reply's end (a copy of tens of MB), which Stop must not
+wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from app.bench.engine_drive import EngineThread
-from app.bench.measure import ask, until
+from app.bench.measure import ask, close_app, open_app, until
 from app.bench.plan import CHECK, LONG_PROMPT, STORY, Setup
 from app.bench.stats import summary
 from app.engine import ChatMessage, GenerationSettings
+from app.engine.kv_record import DISK_WORTHY_SECONDS
+from app.engine.llama import open_llama
 from app.flow.metrics import Distribution
 from app.flow.session import ModelState
 from app.store.conversation import Conversation
@@ -86,4 +95,55 @@ async def stops(setup: Setup, window: MainWindow) -> dict[str, Any]:
         "stop_decode_ms": summary(found["decode"]),
         "stop_prefill_ms": summary(found["prefill"]),
         "next_reply_consistent": consistent,
+        **await long_conversation_stops(setup),
     }
+
+
+async def long_conversation_stops(setup: Setup) -> dict[str, Any]:
+    """Stops at random moments of replies in a long conversation, in a window as the app's.
+
+    The conversation opens with :data:`LONG_PROMPT` (about 1,500 tokens: seconds to process
+    on a small machine, so its state is kept at every reply's end); each Stop's reply stays
+    in it, as a user's stopped replies do.
+    """
+    options = replace(setup.options, parallel=0)  # as the app's Auto: chosen from memory
+    window = await open_app(replace(setup, options=options), open_llama, setup.greedy)
+    try:
+        session = window.session
+        session.conversation = Conversation()
+        session.settings = GenerationSettings(temperature=0.0, max_tokens=16)
+        assert session.send(LONG_PROMPT)
+        await until(lambda: not session.generating, 300)
+        m = session.metrics
+        assert m.prefill_started_at is not None
+        assert m.prefill_ended_at is not None
+        processed = round(m.prefill_ended_at - m.prefill_started_at, 3)
+        session.settings = GenerationSettings(temperature=0.0, max_tokens=1024)
+        found = Distribution()
+        for _ in range(setup.plan.decode_stops):
+            assert session.send(STORY)
+            await until(lambda: session.metrics.reply.pieces_shown > 0)
+            await asyncio.sleep(setup.rng.uniform(0.0, 1.0))
+            if not session.generating:
+                await until(lambda: not session.generating)
+                continue  # it ended first
+            session.stop()
+            await until(lambda: not session.generating)
+            latency = session.metrics.stop_latency_ms.last
+            assert latency is not None
+            found.add(latency)
+        model = session.model
+        setup.log(
+            f"  in a long conversation: {found.count} stops, p95 {found.percentile(95):.2f} ms"
+        )
+        return {
+            "stop_long_ms": summary(found),
+            "stop_long": {
+                "places": model.parallel if model is not None else 0,
+                "prompt_tokens": m.prompt_tokens,
+                "first_prompt_seconds": processed,
+                "kept_from_seconds": DISK_WORTHY_SECONDS,
+            },
+        }
+    finally:
+        await close_app(window)

@@ -375,6 +375,13 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert is_distribution(doc["stop_decode_ms"])
     assert is_distribution(doc["stop_prefill_ms"])
     assert doc["next_reply_consistent"] is True
+    # Stops in a long conversation, in a window opened as the app's (its replies decoded in
+    # a batch where memory allows several places), its state kept at every reply's end.
+    assert is_distribution(doc["stop_long_ms"])
+    long = doc["stop_long"]
+    assert long["places"] >= 1
+    assert long["first_prompt_seconds"] > 0
+    assert long["prompt_tokens"] > 1000
 
     hose = doc["firehose"]
     assert hose["pieces_sent"] == 5000
