@@ -391,13 +391,7 @@ class BatchDecoder:
             self._end(reply)
 
     def _end(self, reply: BatchedReply) -> None:
-        """Take ``reply`` out of the batch, tell its reader, then keep what its sequence holds.
-
-        Its computation ends here (on a GPU, each step was waited for), before the KV state
-        is kept: the report's end, which Stop's latency is measured to and which ends the
-        reader's queue, does not wait for the state's copy (tens of MB for a long
-        conversation, 13 ms and more on a 2-core VM, where the window's Stop read 20-25 ms).
-        """
+        """End ``reply`` (its reader's queue, Stop's latency), then keep its sequence's state."""
         if reply in self._placed:
             self._placed.remove(reply)
         sequence = reply.sequence if not reply.reading_prompt else None
