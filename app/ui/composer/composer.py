@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QEvent, QMimeData, Qt, QTimer, Signal
-from PySide6.QtGui import QImage, QKeyEvent
+from PySide6.QtGui import QImage, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 from typing_extensions import override
 
@@ -34,7 +34,6 @@ class Composer(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("composer")
-        self.retranslate()
         self.setTabChangesFocus(True)
         self.setFrameShape(QPlainTextEdit.Shape.NoFrame)  # the rounded box around it is the frame
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -45,13 +44,20 @@ class Composer(QPlainTextEdit):
         self._refit.setSingleShot(True)
         self._refit.setInterval(0)
         self._refit.timeout.connect(self._fit)
+        self.retranslate()
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.textChanged.connect(self._refit.start)
         self._fit()
 
     def _fit(self) -> None:
-        """As tall as its text, from one line to :data:`MOST_LINES` (then it scrolls)."""
+        """As tall as its text, from one line to :data:`MOST_LINES` (then it scrolls).
+
+        Empty, as tall as its placeholder: in a narrow window (the diagnostics panel open)
+        the hint wraps, and its second line was cut in half.
+        """
         lines = min(MOST_LINES, max(1, math.ceil(self.document().size().height())))
+        if self.document().isEmpty() and self.placeholderText():
+            lines = min(MOST_LINES, max(lines, self._placeholder_lines()))
         margins = self.contentsMargins()
         frame = 2 * self.document().documentMargin() + margins.top() + margins.bottom()
         height = math.ceil(lines * self.fontMetrics().lineSpacing() + frame)
@@ -64,12 +70,28 @@ class Composer(QPlainTextEdit):
         if height != self.height() or self.minimumHeight() != height:
             self.setFixedHeight(height)
 
+    def _placeholder_lines(self) -> int:
+        """Lines the placeholder takes, wrapped at the width its text would have."""
+        width = self.viewport().width() - 2 * math.ceil(self.document().documentMargin())
+        if width <= 0:
+            return 1
+        metrics, flags = self.fontMetrics(), int(Qt.TextFlag.TextWordWrap)
+        wrapped = metrics.boundingRect(0, 0, width, 1 << 20, flags, self.placeholderText())
+        return max(1, math.ceil(wrapped.height() / metrics.lineSpacing()))
+
+    @override
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.document().isEmpty():
+            self._refit.start()  # a new width wraps the placeholder anew
+
     def retranslate(self) -> None:
         """Set the placeholder and the name a screen reader reads, in the current language."""
         self.setAccessibleName(self.tr("Message"))
         self.setPlaceholderText(
             self.tr("Message the model… (Enter sends, Shift+Enter for a new line)")
         )
+        self._refit.start()  # another language, another placeholder's length
 
     @override
     def changeEvent(self, event: QEvent) -> None:
