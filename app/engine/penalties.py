@@ -37,6 +37,15 @@ def f32(value: float) -> float:
     return float(_F32.unpack(_F32.pack(value))[0])
 
 
+def only_lower(repeat: float, frequency: float, presence: float) -> bool:
+    """Whether penalties at these values can only lower a logit, never raise one.
+
+    A repeat penalty divides a positive logit and multiplies a negative one; the frequency and
+    presence penalties are subtracted.
+    """
+    return f32(repeat) >= 1.0 and f32(frequency) >= 0.0 and f32(presence) >= 0.0
+
+
 def is_neutral(repeat: float, frequency: float, presence: float) -> bool:
     """Whether penalties at these values change nothing (llama.cpp then skips them too)."""
     return f32(repeat) == 1.0 and f32(frequency) == 0.0 and f32(presence) == 0.0

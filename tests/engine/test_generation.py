@@ -88,11 +88,12 @@ def test_sampler_chain_is_rebuilt_only_when_the_settings_change() -> None:
     chain = SamplerChain()
     try:
         first = chain.prepare(GREEDY)
-        assert llama_cpp.llama_sampler_chain_n(first) == 2  # penalties, greedy
+        # the cut before the penalties, the penalties, greedy
+        assert llama_cpp.llama_sampler_chain_n(first) == 3
         assert chain.prepare(GREEDY) is first  # reset, not rebuilt
         sampled = chain.prepare(SEEDED)
-        # penalties, top k, top p, min p, temperature, distribution
-        assert llama_cpp.llama_sampler_chain_n(sampled) == 6
+        # the cut, penalties, top k, top p, min p, temperature, distribution
+        assert llama_cpp.llama_sampler_chain_n(sampled) == 7
     finally:
         chain.close()
 
