@@ -36,7 +36,7 @@ import llama_cpp
 
 from app.engine.backend import ChatMessage, GenerationReport
 from app.engine.batch_chunks import PromptChunks
-from app.engine.batch_reply import BatchedReply
+from app.engine.batch_reply import BatchedReply, share_python
 from app.engine.draft import Drafter
 from app.engine.failures import record_failure
 from app.engine.generation import (
@@ -197,7 +197,7 @@ class BatchDecoder:
             if reply.stop.is_set():
                 self._end(reply)
                 return True
-            sequence = self._choose(free, prompt, reply.conversation)
+            sequence = choose_sequence(free, prompt, reply.conversation, self._used)
             reply.sequence = sequence
             reply.sampler = self._samplers[sequence.seq_id].prepare(reply.settings)
             kept = self._kv.prepare(sequence, prompt, reply.conversation, report)
@@ -215,18 +215,6 @@ class BatchDecoder:
         reply.listen_for_stop(self._abort.raise_flag)
         self._used[sequence.seq_id] = self._steps
         return True
-
-    def _choose(self, free: list[KvSequence], prompt: list[int], conversation: str) -> KvSequence:
-        """The free sequence that holds this conversation, else the one unused the longest.
-
-        Not the one sharing the longest prefix: every chat prompt shares its template's
-        opening with every other, and taking a sequence that holds another conversation
-        sends that one to the prompt cache (kept, but restored at a cost when it comes back).
-        """
-        same = [s for s in free if conversation and s.conversation == conversation]
-        if same:
-            return max(same, key=lambda s: common_prefix(s.tokens, prompt))
-        return min(free, key=lambda s: (bool(s.tokens), self._used.get(s.seq_id, -1)))
 
     def step(self) -> None:
         """Hand held text to readers with room, end stopped replies, then decode one step.
@@ -264,7 +252,9 @@ class BatchDecoder:
         A reply's proposed tokens (its ``draft``) go in the same call after its token, with
         logits for each row: :meth:`_advance` keeps them while they equal what is sampled.
         """
+        began = time.perf_counter()
         rows: list[int] = []  # each reply's first row
+        ended: list[BatchedReply] = []
         n = 0
         for i, reply in enumerate(decoding):
             sequence = reply.sequence
@@ -299,8 +289,14 @@ class BatchDecoder:
             reply.report.drafted += len(reply.checked)
             reply.report.batch_size = size
             reply.report.batch_peak = max(reply.report.batch_peak, size)
-            if not reply.stop.is_set():
-                self._advance(reply, row)
+            if reply.stop.is_set():
+                continue
+            if reply.advance(self._ctx, self._vocab, self._pieces, row, self._beside):
+                ended.append(reply)  # it ended by itself
+        # Shared before the ended ones leave: keeping their KV state is no one's Python.
+        share_python(decoding, time.perf_counter() - began - elapsed)
+        for reply in ended:
+            self._end(reply)
 
     def _read_prompt(self, reading: BatchedReply, size: int, *, mixed: bool) -> None:
         """Process the next chunk of ``reading``'s prompt; sample its first token at the end."""
@@ -418,6 +414,22 @@ class BatchDecoder:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
+
+
+def choose_sequence(
+    free: list[KvSequence], prompt: list[int], conversation: str, used: dict[int, int]
+) -> KvSequence:
+    """The free sequence that holds this conversation, else the one unused the longest.
+
+    Not the one sharing the longest prefix: every chat prompt shares its template's opening
+    with every other, and taking a sequence that holds another conversation sends that one to
+    the prompt cache (kept, but restored at a cost when it comes back). ``used``: the step
+    each sequence (by id) last served.
+    """
+    same = [s for s in free if conversation and s.conversation == conversation]
+    if same:
+        return max(same, key=lambda s: common_prefix(s.tokens, prompt))
+    return min(free, key=lambda s: (bool(s.tokens), used.get(s.seq_id, -1)))
 
 
 class ContextFullError(DecodeFailedError):

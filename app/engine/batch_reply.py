@@ -86,6 +86,11 @@ class BatchedReply:
         self.limit = 0
         self.room = 0
         self._remove_listener: Callable[[], None] | None = None
+        self.outside = 0.0
+        """Seconds of the current step in the sampler and with its reader (not the engine's
+        own Python): :meth:`add_python` takes them out of the step's time."""
+        self.python = 0.0
+        """Seconds of the worker's Python spent on it: its share of each step's."""
 
     @property
     def reading_prompt(self) -> bool:
@@ -146,7 +151,9 @@ class BatchedReply:
         drafter = self.drafter
         report = self.report
         while True:
+            began = time.perf_counter()
             token = int(llama_cpp.llama_sampler_sample(self.sampler, ctx, index))
+            self.outside += time.perf_counter() - began
             if drafter is not None:
                 drafter.saw(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
@@ -217,10 +224,25 @@ class BatchedReply:
         if self.held:
             self.held += text
             return
-        if not self.offer(text):
+        began = time.perf_counter()
+        taken = self.offer(text)
+        now = time.perf_counter()
+        self.outside += now - began
+        if not taken:
             self.held = text
-            self.held_since = time.perf_counter()
+            self.held_since = now
             self.report.paused = True
+
+    def add_python(self, seconds: float) -> None:
+        """Count its share of a step's Python, less its time outside it; report it per token.
+
+        As alone (:func:`~app.engine.generation.decode_reply`): the time outside
+        ``llama_decode``, the sampler and the reader, per token it generated.
+        """
+        self.python += max(0.0, seconds - self.outside)
+        self.outside = 0.0
+        if self.generated:
+            self.report.python_ms_per_token = self.python * 1000.0 / self.generated
 
     def hand_held(self) -> bool:
         """Offer the held text to the reader again; True if it took it."""
@@ -230,3 +252,9 @@ class BatchedReply:
         self.report.paused = False
         self.report.paused_seconds += time.perf_counter() - self.held_since
         return True
+
+
+def share_python(replies: Sequence[BatchedReply], seconds: float) -> None:
+    """A step's Python outside ``llama_decode`` (``seconds``), shared by the replies it decoded."""
+    for reply in replies:
+        reply.add_python(seconds / len(replies))

@@ -324,3 +324,44 @@ def test_a_reply_beside_others_ends_before_its_kv_state_is_kept(
         assert report.batch_peak == 1
     finally:
         backend.close()
+
+
+def test_replies_beside_others_report_their_python_per_token_without_what_the_engine_keeps(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The panel's "Python per token" for the window's replies, decoded in the batch as the
+    # app's Auto opens it: each step's Python outside llama_decode, the sampler and the
+    # reader, shared by the replies it decoded. Keeping an ended reply's KV state (a copy of
+    # tens of MB, made slow here) is not the others' Python.
+    backend = open_llama(model_path, EngineOptions(n_threads=2, n_ctx=1024, parallel=2))
+    try:
+        batch = backend.batch
+        assert batch is not None
+        settle = backend._kv.settle
+
+        def slow_settle(*args: object, **kwargs: object) -> None:
+            time.sleep(0.3)
+            settle(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(backend._kv, "settle", slow_settle)
+        reports = []
+        for question, tokens in (("Name three colours.", 6), ("Write a long story.", 60)):
+            report = GenerationReport()
+            reports.append(report)
+            settings = GenerationSettings(temperature=0.0, max_tokens=tokens)
+            messages: list[ChatMessage] = [{"role": "user", "content": question}]
+            reply = BatchedReply(
+                messages, settings, StopSignal(), report, lambda _t: True, lambda: None
+            )
+            assert batch.place(reply)
+        while batch.busy:
+            batch.step()
+        short, long = reports
+        assert short.finish == long.finish == "length"
+        assert long.reply_tokens == 60
+        assert short.batch_peak == long.batch_peak == 2
+        assert short.python_ms_per_token > 0
+        # Counted, the 0.3 s after the short reply ended would be 5 ms a token of the long one.
+        assert 0 < long.python_ms_per_token < 2
+    finally:
+        backend.close()
