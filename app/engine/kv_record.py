@@ -189,12 +189,11 @@ class KvRecord:
             return
         if not sequence.in_step():
             return
-        self.cache.put(
-            conversation,
-            tuple(sequence.tokens),
-            read_sequence(self._ctx, sequence.seq_id),
-            sequence.seconds,
-        )
+        try:
+            state = read_sequence(self._ctx, sequence.seq_id)
+            self.cache.put(conversation, tuple(sequence.tokens), state, sequence.seconds)
+        except Exception:  # only the cache loses: never a reply (this one may have ended)
+            log.exception("A conversation's KV state could not be kept")
 
     def take_back_context(self) -> None:
         """Forget the KV record if llama-cpp-python's own API used the context meanwhile.

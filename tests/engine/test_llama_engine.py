@@ -9,7 +9,14 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from app.engine import ChatMessage, EngineOptions, GenerationReport, GenerationSettings, StopSignal
+from app.engine import (
+    ChatMessage,
+    EngineOptions,
+    GenerationReport,
+    GenerationSettings,
+    StopSignal,
+    kv_record,
+)
 from app.engine.llama import LlamaBackend, NativeAbortFlag, open_llama
 from tests.support.batches import note_keeping
 
@@ -224,3 +231,28 @@ def test_a_reply_ends_before_its_kv_state_is_kept(
     assert moments == ["end", "keep the state"]
     assert report.finish == ("length" if how == "complete" else "stopped")
     assert report.compute_ended_at is not None
+
+
+def test_a_state_that_cannot_be_kept_leaves_the_reply_as_it_ended(
+    backend: LlamaBackend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The reply has ended (and its window shown it) before its KV state is kept for the
+    # prompt cache: a copy that fails (memory, a full disk) is logged, not made the reply's;
+    # nor is the previous conversation's, kept as this one takes its place.
+    def copy_fails(*_args: object, **_kwargs: object) -> None:
+        raise MemoryError("no room for the state")
+
+    monkeypatch.setattr(kv_record, "read_sequence", copy_fails)
+    monkeypatch.setattr(kv_record, "DISK_WORTHY_SECONDS", 0.0)  # kept however short
+    report = GenerationReport()
+    story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a dragon."}]
+    settings = GenerationSettings(temperature=0.0, max_tokens=12)
+    text = "".join(backend.stream_reply(story, settings, StopSignal(), report, conversation="k"))
+    assert text
+    assert report.finish == "length"
+    assert report.error is None
+    assert "could not be kept" in caplog.text
+    again = GenerationReport()
+    other: list[ChatMessage] = [{"role": "user", "content": "Name three colours."}]
+    assert "".join(backend.stream_reply(other, settings, StopSignal(), again, conversation="o"))
+    assert again.finish == "length"
