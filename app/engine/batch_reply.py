@@ -88,7 +88,7 @@ class BatchedReply:
         self._remove_listener: Callable[[], None] | None = None
         self.outside = 0.0
         """Seconds of the current step in the sampler and with its reader (not the engine's
-        own Python): :meth:`add_python` takes them out of the step's time."""
+        own Python): :func:`share_python` takes them out of the step's time."""
         self.python = 0.0
         """Seconds of the worker's Python spent on it: its share of each step's."""
 
@@ -234,12 +234,12 @@ class BatchedReply:
             self.report.paused = True
 
     def add_python(self, seconds: float) -> None:
-        """Count its share of a step's Python, less its time outside it; report it per token.
+        """Count its share of a step's Python (:func:`share_python`); report it per token.
 
         As alone (:func:`~app.engine.generation.decode_reply`): the time outside
         ``llama_decode``, the sampler and the reader, per token it generated.
         """
-        self.python += max(0.0, seconds - self.outside)
+        self.python += seconds
         self.outside = 0.0
         if self.generated:
             self.report.python_ms_per_token = self.python * 1000.0 / self.generated
@@ -255,6 +255,11 @@ class BatchedReply:
 
 
 def share_python(replies: Sequence[BatchedReply], seconds: float) -> None:
-    """A step's Python outside ``llama_decode`` (``seconds``), shared by the replies it decoded."""
+    """Share a step's Python by the replies it decoded, equally.
+
+    ``seconds``: the step's time outside ``llama_decode``; the replies' time in the sampler
+    and with their readers (their ``outside``) is not the engine's Python.
+    """
+    python = max(0.0, seconds - sum(reply.outside for reply in replies)) / len(replies)
     for reply in replies:
-        reply.add_python(seconds / len(replies))
+        reply.add_python(python)
