@@ -52,6 +52,16 @@ async def _stop_once(setup: Setup, window: MainWindow, kind: str) -> float | Non
     session.conversation = Conversation()
     session.settings = GenerationSettings(temperature=0.0, max_tokens=1024)
     session.send(STORY if kind == "decode" else LONG_PROMPT)
+    return await _stop_sent(setup, window, kind)
+
+
+async def _stop_sent(setup: Setup, window: MainWindow, kind: str) -> float | None:
+    """Stop the reply just sent at a random moment of its ``kind`` of work (decode, prefill).
+
+    Returns:
+        The stop's latency, or None if the reply ended first or had left that phase.
+    """
+    session = window.session
     if kind == "decode":
         await until(lambda: session.metrics.reply.pieces_shown > 0)
         await asyncio.sleep(setup.rng.uniform(0.0, 1.0))
@@ -122,16 +132,9 @@ async def long_conversation_stops(setup: Setup) -> dict[str, Any]:
         found = Distribution()
         for _ in range(setup.plan.decode_stops):
             assert session.send(STORY)
-            await until(lambda: session.metrics.reply.pieces_shown > 0)
-            await asyncio.sleep(setup.rng.uniform(0.0, 1.0))
-            if not session.generating:
-                await until(lambda: not session.generating)
-                continue  # it ended first
-            session.stop()
-            await until(lambda: not session.generating)
-            latency = session.metrics.stop_latency_ms.last
-            assert latency is not None
-            found.add(latency)
+            latency = await _stop_sent(setup, window, "decode")
+            if latency is not None:  # else it ended first
+                found.add(latency)
         model = session.model
         setup.log(
             f"  in a long conversation: {found.count} stops, p95 {found.percentile(95):.2f} ms"
