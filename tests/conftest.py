@@ -14,7 +14,6 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import qasync
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -24,7 +23,7 @@ from app.standins.fake_hub import FakeHub
 from app.store.paths import DEFAULT_MODEL
 from app.ui.chat.chat_view import ChatView
 from tests.support import GPU_TESTS
-from tests.support.loop import Loop
+from tests.support.loop import Loop, TestLoop
 
 # tests/engine/gpu/ needs the Vulkan build first on the path: collected only in that process.
 collect_ignore = [] if os.environ.get(GPU_TESTS) else ["engine/gpu"]
@@ -62,7 +61,7 @@ def loop(qapp: QApplication, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
     Every :class:`ChatSession` made during the test is closed before the loop is, whether the
     test passed or failed half-way, so no worker thread outlives its test.
     """
-    event_loop = qasync.QEventLoop(qapp)
+    event_loop = TestLoop(qapp)
     asyncio.set_event_loop(event_loop)
     hooks = finalize_async_generators_on(event_loop)
     sessions: list[ChatSession] = []

@@ -20,9 +20,17 @@ async def send_when_ready(window: MainWindow, prompt: str = LONG_PROMPT) -> None
 
 
 async def report_shown(window: MainWindow) -> None:
-    """Every 50 ms, print ``shown <characters> <time>``: the reply on screen, and when."""
+    """Every 50 ms, print ``shown <characters> <time>``: the reply on screen, and when.
+
+    A reply that ends before the test kills the app (a sampled story can be short) is asked
+    for again, as a user would with Regenerate: the new one starts from 0 characters, and the
+    test counts from there. The conversation keeps one prompt, its reply the newest variant.
+    """
     session = window.session
     while True:
         reply = session.conversation.messages[-1]
+        if reply.role == "assistant" and reply.status != "streaming" and not session.generating:
+            session.regenerate()
+            reply = session.conversation.messages[-1]
         print(f"shown {len(reply.content)} {time.time():.6f}", flush=True)
         await asyncio.sleep(0.05)
