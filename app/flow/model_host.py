@@ -46,6 +46,10 @@ class ModelHost(QObject):
         device_memory(GpuMemory): the GPU's memory in use (after each load and reply).
         threads_changed(ThreadReport): the local model's thread counts (after each load and
             each measurement of its decode threads).
+
+    Args:
+        below_window: steps of ``nice`` the decode threads run below the UI thread (a
+            window's host: :data:`~app.flow.decode_threads.BELOW_WINDOW`; 0 without one).
     """
 
     state_changed = Signal(ModelState, str)
@@ -60,6 +64,8 @@ class ModelHost(QObject):
         options: EngineOptions,
         parent: QObject | None = None,
         thread_choices: ThreadChoices | None = None,
+        *,
+        below_window: int = 0,
     ) -> None:
         super().__init__(parent)
         self.options = options
@@ -75,7 +81,7 @@ class ModelHost(QObject):
         self._sentence = self._ready_text()
         self._remote: RemoteModel | None = None
         self._closing: set[asyncio.Future[None]] = set()
-        self._worker = InferenceWorker(opener, thread_choices)
+        self._worker = InferenceWorker(opener, thread_choices, below_window=below_window)
         self._worker.threads_measuring.connect(self._on_threads_measuring)
         self._worker.threads_chosen.connect(self._on_threads_chosen)
         self._worker.device_memory.connect(self._on_device_memory)

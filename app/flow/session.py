@@ -19,6 +19,7 @@ from app import defaults
 from app.engine import BackendOpener, EngineOptions, GenerationSettings, ModelInfo
 from app.engine.remote import RemoteEndpoint
 from app.flow.archive import Archive
+from app.flow.decode_threads import BELOW_WINDOW
 from app.flow.library import ConversationLibrary
 from app.flow.metrics import FlowMetrics
 from app.flow.model_figures import ModelFigures
@@ -73,7 +74,8 @@ class ChatSession(QObject):
         self.settings = settings or GenerationSettings()
         self.queue_bound = queue_bound
         self.metrics = FlowMetrics(queue_bound=queue_bound)
-        self.host = ModelHost(opener, options, self, thread_choices)
+        # The window's pieces wake its UI thread without waiting for a decode thread's core.
+        self.host = ModelHost(opener, options, self, thread_choices, below_window=BELOW_WINDOW)
         self._model_figures = ModelFigures(self.host, self.metrics, self)
         self.library = ConversationLibrary(archive, self)
         self.runner = ReplyRunner(

@@ -38,7 +38,7 @@ from app.engine.batch import BatchDecoder, BatchedReply
 from app.engine.context import PromptTooLongError, fit_to_context
 from app.engine.devices import device_memory
 from app.engine.prompt_cache import CacheStats
-from app.flow.decode_threads import DecodeThreads, ThreadReport
+from app.flow.decode_threads import DecodeThreads, ThreadReport, lower_this_thread
 from app.flow.piece_queue import PieceQueue
 from app.sentence import QT_TRANSLATE_NOOP, Sentence
 from app.store.thread_choices import ThreadChoices
@@ -209,6 +209,10 @@ class InferenceWorker(QThread):
             load and each measurement).
         device_memory(GpuMemory): the GPU's memory after a load and after each reply, when
             the open model runs on one.
+
+    Args:
+        below_window: steps of ``nice`` this thread, and so its decode threads, run below
+            the window's UI thread (see :func:`~app.flow.decode_threads.lower_this_thread`).
     """
 
     model_loaded = Signal(ModelInfo)
@@ -219,9 +223,16 @@ class InferenceWorker(QThread):
     threads_chosen = Signal(ThreadReport)
     device_memory = Signal(GpuMemory)
 
-    def __init__(self, opener: BackendOpener, thread_choices: ThreadChoices | None = None) -> None:
+    def __init__(
+        self,
+        opener: BackendOpener,
+        thread_choices: ThreadChoices | None = None,
+        *,
+        below_window: int = 0,
+    ) -> None:
         super().__init__()
         self.setObjectName("InferenceWorker")
+        self._below_window = below_window
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._model = _OpenModel(self, opener, thread_choices)
         self._served = True  # False once the thread stopped serving jobs
@@ -288,6 +299,7 @@ class InferenceWorker(QThread):
         the end waits for the replies taken before it.
         """
         TRACE.name_thread("worker")
+        lower_this_thread(self._below_window)  # before llama.cpp starts its OpenMP team
         model = self._model
         waiting: list[_Job] = []
         try:

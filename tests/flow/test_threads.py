@@ -4,6 +4,7 @@ and llama.cpp called from the worker's thread only."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import openai
 import psutil
 import pytest
 
+from app.bench.thread_times import WORKER_NAME
 from app.engine import EngineOptions, StopSignal
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.threads import (
@@ -23,7 +25,7 @@ from app.engine.threads import (
     next_decode_threads,
     physical_cores,
 )
-from app.flow.decode_threads import ThreadReport
+from app.flow.decode_threads import BELOW_WINDOW, ThreadReport
 from app.flow.session import ChatSession
 from app.server.api import ServerConfig
 from app.server.local import LocalServer
@@ -279,6 +281,43 @@ def test_llama_cpp_is_called_from_the_worker_thread_only(
     (backend,) = opened
     # Load, measurement, replies, counting, forgetting and freeing: all on one thread.
     assert len(backend.calling_threads) == 1
+
+
+def _nice_by_thread() -> dict[int, tuple[str, int]]:
+    """This process's threads: their names and ``nice`` values, by thread id (Linux)."""
+    threads = {}
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            # The fields after the name (which may hold spaces): nice is the 19th of the line.
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        threads[int(task.name)] = (name, int(fields[16]))
+    return threads
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads' nice is Linux's")
+def test_the_windows_decode_threads_run_below_its_ui_thread(
+    loop: Loop, model_path: Path, tmp_path: Path
+) -> None:
+    ui_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    session = ChatSession(
+        open_llama, options=EngineOptions(n_threads=2), thread_choices=ThreadChoices(tmp_path)
+    )
+    try:
+        session.open_model(model_path)
+        run_until(loop, lambda: session.metrics.threads != "", timeout=60)
+        session.send("Hello.")
+        run_until(loop, lambda: not session.generating, timeout=60)
+        decode = [n for name, n in _nice_by_thread().values() if name == WORKER_NAME[:15]]
+        # The worker and llama.cpp's OpenMP team, which inherits the worker's priority.
+        assert len(decode) >= 2
+        assert set(decode) == {min(19, ui_nice + BELOW_WINDOW)}
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ui_nice
+    finally:
+        loop.run_until_complete(session.close())
 
 
 # -- decode threads refined by the replies themselves -----------------------------------------
