@@ -46,3 +46,33 @@ def read_threads(pid: int | None = None) -> ThreadTimes:
         else:
             other += seconds
     return ThreadTimes(ui, decode, other, waited)
+
+
+def decode_thread_ids(pid: int | None = None) -> list[int]:
+    """The ids of process ``pid``'s decode threads (this one's): the worker and its team."""
+    pid = pid or os.getpid()
+    ids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if name == WORKER_NAME[:15] and int(task.name) != pid:
+            ids.append(int(task.name))
+    return ids
+
+
+def set_decode_priority(nice: int) -> bool:
+    """Give this process's decode threads ``nice``; False if it may not.
+
+    Lowering a thread's ``nice`` needs a privilege: root, ``CAP_SYS_NICE``, or a
+    ``RLIMIT_NICE`` that allows it.
+    """
+    try:
+        for tid in decode_thread_ids():
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except PermissionError:
+        return False
+    except ProcessLookupError:  # a thread ended meanwhile: the others are set
+        pass
+    return True

@@ -23,8 +23,17 @@ From two readings around a reply:
 - ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
   cost above is paid against: a change that lowers the share by slowing decoding is no gain).
 
-Each figure is also given for replies whose frames come by the clock (``frames_on_clock``:
-the frame pump's design until 2026-12-04), alternating with the app's, as the baseline.
+Each figure is also given for two baselines, alternating with the app's replies:
+
+- ``frames_on_clock``: replies whose frames come by the clock (the frame pump's design until
+  2026-12-04);
+- ``same_priority``: replies whose decode threads run at the UI thread's priority (the app's
+  until 2026-12-05), set back to it for each of those replies. Setting a thread's priority
+  back up needs a privilege (root, ``CAP_SYS_NICE``, or a ``RLIMIT_NICE`` that allows it):
+  without one the section says so in ``same_priority_skipped`` and leaves it out.
+
+Each set also has ``loop_lag_ms_p95``: how long the UI thread took to run a frame once a piece
+woke it (or its clock).
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import os
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -41,8 +52,9 @@ import numpy as np
 
 from app.bench.measure import app_threads, ask
 from app.bench.plan import STORY, Setup
-from app.bench.thread_times import ThreadTimes, read_threads
+from app.bench.thread_times import ThreadTimes, read_threads, set_decode_priority
 from app.engine import Backend
+from app.flow.decode_threads import BELOW_WINDOW
 from app.flow.metrics import Distribution
 from app.ui.window.main_window import MainWindow
 
@@ -75,55 +87,83 @@ def window_cost(
     }
 
 
+@dataclasses.dataclass
+class _Kind:
+    """One kind of reply the section alternates: its replies' figures and distributions."""
+
+    runs: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    to_screen: Distribution = dataclasses.field(default_factory=Distribution)
+    lag: Distribution = dataclasses.field(default_factory=Distribution)
+
+    def figures(self) -> dict[str, float]:
+        """Each figure's median over the replies, and the p95s over every piece and frame."""
+        replies = self.runs
+        return {
+            key: round(statistics.median(run[key] for run in replies), 4) for key in replies[0]
+        } | {
+            "token_to_screen_ms_p95": round(self.to_screen.percentile(95), 3),
+            "loop_lag_ms_p95": round(self.lag.percentile(95), 3),
+        }
+
+
 async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any]:
     """The window's threads' cost over the plan's story replies (medians of each figure).
 
     Each reply is read from Send to its end on screen (its short prompt's processing is on the
     same threads as its decoding); the readings are taken in the session's own signals, so
     the measurement adds no wake-up of the UI thread. Each reply alternates with one whose
-    frames come by the clock (the baseline), with the same figures.
+    frames come by the clock and one whose decode threads run at the UI thread's priority
+    (the baselines), with the same figures.
     """
-    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-    to_screen = {False: Distribution(), True: Distribution()}
+    ui_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    kinds = {"app": _Kind(), "frames_on_clock": _Kind()}
+    if set_decode_priority(ui_nice):  # allowed here: the baseline runs
+        kinds["same_priority"] = _Kind()
+        set_decode_priority(min(19, ui_nice + BELOW_WINDOW))
     arrivals: list[list[float]] = []
-    session = window.session
     counts: list[int] = []
+    session = window.session
     try:
         for _ in range(setup.plan.window_cost_replies):
-            for on_clock in (False, True):
-                session.runner.frames_on_clock = on_clock
-                session.metrics.token_to_screen_ms = to_screen[on_clock]
+            for name, kind in kinds.items():
+                session.runner.frames_on_clock = name == "frames_on_clock"
+                session.metrics.token_to_screen_ms = kind.to_screen
+                session.metrics.loop_lag_ms = kind.lag
                 # What llama.cpp decodes with now, asked on the worker's thread: the worker's
                 # report can lag a count set by other means (a run read 1 while two decoded).
                 threads = await decode_threads(window)
-                counts.append(threads)
-                session.metrics.arrivals = [] if not on_clock else None
-                runs[on_clock].append(await _one_reply(window, threads))
+                session.metrics.arrivals = [] if name == "app" else None
+                if name == "same_priority":
+                    set_decode_priority(ui_nice)
+                try:
+                    kind.runs.append(await _one_reply(window, threads))
+                finally:
+                    if name == "same_priority":
+                        set_decode_priority(min(19, ui_nice + BELOW_WINDOW))
                 if session.metrics.arrivals is not None:
+                    counts.append(threads)
                     arrivals.append(session.metrics.arrivals)
     finally:
         session.runner.frames_on_clock = False
         session.metrics.token_to_screen_ms = Distribution()
+        session.metrics.loop_lag_ms = Distribution()
         session.metrics.arrivals = None
-
-    def medians(on_clock: bool) -> dict[str, float]:
-        figures = runs[on_clock]
-        return {key: round(statistics.median(run[key] for run in figures), 4) for key in figures[0]}
-
+    same = kinds.get("same_priority")
     return (
-        medians(False)
+        kinds["app"].figures()
         | {
-            "token_to_screen_ms_p95": round(to_screen[False].percentile(95), 3),
             "least_wait_ms_p95": round(least_p95_wait(arrivals, window.session.frame_interval), 2),
-            "replies": len(runs[False]),
+            "replies": len(kinds["app"].runs),
             "decode_threads": statistics.median_low(counts),
-        }
-        | {
             # How the worker chose its count (its calibration's and its replies' rates).
             "threads": dataclasses.asdict(app_threads(window)),
-            "frames_on_clock": medians(True)
-            | {"token_to_screen_ms_p95": round(to_screen[True].percentile(95), 3)},
+            "frames_on_clock": kinds["frames_on_clock"].figures(),
         }
+        | (
+            {"same_priority": same.figures()}
+            if same is not None
+            else {"same_priority_skipped": "no privilege to set a thread's priority back up"}
+        )
     )
 
 
