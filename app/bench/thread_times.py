@@ -16,6 +16,10 @@ from pathlib import Path
 WORKER_NAME = "InferenceWorker"
 """The worker QThread's object name, which Qt gives its native thread (``/proc/.../comm``)."""
 
+DECODE_COMM = WORKER_NAME[:15]
+"""A decode thread's name as the kernel keeps it (15 characters): the worker's, and that of
+llama.cpp's OpenMP team, which inherits it."""
+
 
 @dataclass(frozen=True)
 class ThreadTimes:
@@ -40,7 +44,7 @@ def read_threads(pid: int | None = None) -> ThreadTimes:
         seconds = int(ran) / 1e9
         if int(task.name) == pid:
             ui += seconds
-        elif name == WORKER_NAME[:15]:  # the kernel keeps 15 characters of a name
+        elif name == DECODE_COMM:
             decode += seconds
             waited += int(waits) / 1e9
         else:
@@ -57,7 +61,7 @@ def decode_thread_ids(pid: int | None = None) -> list[int]:
             name = (task / "comm").read_text().strip()
         except OSError:  # the thread ended meanwhile
             continue
-        if name == WORKER_NAME[:15] and int(task.name) != pid:
+        if name == DECODE_COMM and int(task.name) != pid:
             ids.append(int(task.name))
     return ids
 

@@ -13,7 +13,7 @@ import openai
 import psutil
 import pytest
 
-from app.bench.thread_times import WORKER_NAME
+from app.bench.thread_times import DECODE_COMM
 from app.engine import EngineOptions, StopSignal
 from app.engine.llama import LlamaBackend, open_llama
 from app.engine.threads import (
@@ -311,7 +311,7 @@ def test_the_windows_decode_threads_run_below_its_ui_thread(
         run_until(loop, lambda: session.metrics.threads != "", timeout=60)
         session.send("Hello.")
         run_until(loop, lambda: not session.generating, timeout=60)
-        decode = [n for name, n in _nice_by_thread().values() if name == WORKER_NAME[:15]]
+        decode = [n for name, n in _nice_by_thread().values() if name == DECODE_COMM]
         # The worker and llama.cpp's OpenMP team, which inherits the worker's priority.
         assert len(decode) >= 2
         assert set(decode) == {min(19, ui_nice + BELOW_WINDOW)}
