@@ -11,6 +11,7 @@ import threading
 import weakref
 
 import pytest
+from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pytestqt.qtbot import QtBot
 
@@ -93,6 +94,38 @@ def test_a_huge_piece_is_fed_in_bounded_pieces_a_slice_per_turn(
     assert max(made) <= BUILD_ROWS + 1
     assert sum(size for _, size in feeds) == len(text)
     assert shows(view, text)
+
+
+def test_a_slice_whose_time_is_up_feeds_no_more(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every slice's time is up at once: each does one piece of work, rows made from earlier
+    # pieces or a piece fed (and its first row), never rows and then another piece. A slice
+    # that did both ran to twice its budget, every slice of a 1 MB reply.
+    monkeypatch.setattr(view.builder._builder, "budget", 0.0)
+    seen: list[tuple[str, int]] = []
+    feed, append = MarkdownStream.feed, view.stack.append
+
+    def counting_feed(stream: MarkdownStream, text: str) -> object:
+        seen.append(("feed", view.slices))
+        return feed(stream, text)
+
+    def counting_append(row: Row) -> None:
+        seen.append(("row", view.slices))
+        append(row)
+
+    monkeypatch.setattr(MarkdownStream, "feed", counting_feed)
+    monkeypatch.setattr(view.stack, "append", counting_append)
+    text = markdown(60_000)
+    view.add_reply("Model", text)
+    qtbot.waitUntil(lambda: not view.building, timeout=60000)
+    assert shows(view, text)
+    fed_slices = {n for kind, n in seen if kind == "feed"}
+    assert len(fed_slices) > 10
+    for n in fed_slices:
+        kinds = [kind for kind, m in seen if m == n]
+        assert kinds.count("feed") == 1
+        assert kinds[0] == "feed", f"slice {n}: rows made, then a piece fed: {kinds}"
 
 
 def test_one_huge_line_is_fed_in_bounded_pieces(
@@ -319,6 +352,36 @@ def test_code_waits_for_its_lexer_shown_plain_then_highlighted(
     qtbot.waitUntil(lambda: "color" in code[0].text_block().text(), timeout=10000)
     assert code[0].text_block().plain_text() == "def f():\n    return 1"
     assert shelf.lexer("nosuchlanguage") is lexers.PLAIN  # unknown: plain, nothing made
+
+
+def test_code_waits_for_its_style_made_off_the_ui_thread(
+    view: ChatView, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A formatter imports its style's module and works out its colours: 25-35 ms the first
+    # time, which was the longest stall of reopening a 1 MB reply.
+    made = threading.Event()
+    makers: list[threading.Thread] = []
+    make = lexers._make_formatter
+
+    def slow(style: str) -> HtmlFormatter[str]:
+        makers.append(threading.current_thread())
+        made.wait(10)
+        return make(style)
+
+    monkeypatch.setattr(lexers, "_make_formatter", slow)
+    shelf = lexers.LexerShelf()
+    monkeypatch.setattr(code_row_module, "shelf", lambda: shelf)
+    view.add_reply("Model", "```python\ndef f():\n    return 1\n```\n")
+    (code,) = [row for row in view.stack.rows if isinstance(row, CodeRow)]
+    qtbot.waitUntil(lambda: shelf.lexer("python") is not None, timeout=10000)
+    qtbot.wait(50)  # the lexer's signal handled: the style is still being made
+    assert "color" not in code.text_block().text()
+    assert code.text_block().plain_text() == "def f():\n    return 1"
+    made.set()
+    qtbot.waitUntil(lambda: "color" in code.text_block().text(), timeout=10000)
+    assert code.text_block().plain_text() == "def f():\n    return 1"
+    assert makers
+    assert threading.main_thread() not in makers
 
 
 def test_code_rows_make_their_header_when_shown(view: ChatView, qtbot: QtBot) -> None:

@@ -115,6 +115,16 @@ class BuildQueue:
                 return False
         return True
 
+    def _spent(self, deadline: float) -> bool:
+        """Whether this slice has done some work and its time is up.
+
+        Checked before each piece fed and each drain, not only after: a slice whose rows
+        took its time and then fed one more piece (5 ms for 2,000 characters of Markdown) and
+        made a row ran to twice its budget, 15-18 ms, every slice of a 1 MB reply.
+        """
+        worked = self._slice_chars > 0 or self.slice_rows > 0
+        return worked and time.perf_counter() > deadline
+
     def feed_job(self, reply: ReplyRows, text: str, *, then_open: bool = True) -> Job:
         """Feeds ``text`` to a reply in small pieces and makes their rows, a slice at a time.
 
@@ -135,9 +145,9 @@ class BuildQueue:
                             return False
                     elif position >= len(text):
                         return True
-                    elif self._slice_chars > 0 and (
-                        self._slice_chars + size > SLICE_CHARS or time.perf_counter() > deadline
-                    ):
+                    elif (
+                        self._slice_chars > 0 and self._slice_chars + size > SLICE_CHARS
+                    ) or self._spent(deadline):
                         return False
                     else:
                         piece = text[position : position + size]
@@ -165,7 +175,7 @@ class BuildQueue:
 
     def _drain(self, reply: ReplyRows, deadline: float) -> bool:
         """Makes a reply's waiting rows within the slice; returns whether none are left."""
-        if self.slice_rows >= BUILD_ROWS and math.isfinite(deadline):
+        if (self.slice_rows >= BUILD_ROWS and math.isfinite(deadline)) or self._spent(deadline):
             return False
         # What is left of the slice's rows: a job drains more than once per slice (feed a
         # piece, make its rows, feed the next).

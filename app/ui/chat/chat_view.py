@@ -29,6 +29,7 @@ from app.ui.chat.row_sweeper import RowSweeper
 from app.ui.chat.rows.action_button import ActionButton, FocusRing
 from app.ui.chat.rows.base import MARGIN, Row
 from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.lexers import shelf
 from app.ui.chat.rows.stack import RowStack
 from app.ui.chat.rows.text import TextRow
 from app.ui.chat.scroll_place import ScrollPlace
@@ -86,6 +87,8 @@ class ChatView(QScrollArea):
         self.setWidget(self.stack)
         self._progress = PromptProgress(self.stack, lambda: self.theme)
         self.theme: Theme = theme_for(self.palette())
+        # Its code blocks' formatter: made off the UI thread before the first one is shown.
+        shelf().formatter(self.theme.code_style)
         self._reply: ReplyRows | None = None
         # The bar is on the view's background (the window's sheet).
         self.verticalScrollBar().setObjectName("chatScrollBar")
@@ -344,6 +347,7 @@ class ChatView(QScrollArea):
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
             self.theme = theme_for(self.palette())
+            shelf().formatter(self.theme.code_style)
             for row in self.stack.rows:
                 row.restyle(self.theme)
             self._place.lay_out_again()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import html
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -22,7 +22,7 @@ from typing_extensions import override
 
 from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.base import MARGIN, ThemedRow
-from app.ui.chat.rows.lexers import PLAIN, shelf
+from app.ui.chat.rows.lexers import shelf
 from app.ui.chat.rows.text_block import TextBlock
 from app.ui.look.colors import Theme
 from app.ui.look.icon_button import ICON_PX
@@ -51,11 +51,6 @@ def _header_height_in(font: QFont) -> int:
     return height
 
 
-@functools.lru_cache(maxsize=4)
-def _formatter(style: str) -> HtmlFormatter[str]:
-    return HtmlFormatter(nowrap=True, noclasses=True, style=style)
-
-
 class CodeRow(ThemedRow):
     """A fenced code block: highlighted, its language shown, a Copy button; long lines scroll.
 
@@ -70,7 +65,7 @@ class CodeRow(ThemedRow):
         self.segments: list[CodeRow] = [self]
         """The rows of one long code block shown in segments (this row among them)."""
         self._waiting = False
-        """Whether the code is shown plain until its language's lexer is ready."""
+        """Whether the code is shown plain until its lexer and formatter are made."""
         self._language: QLabel | None = None
         self._copy: ActionButton | None = None
         """The header's widgets, made when the row is first shown on screen (see realize)."""
@@ -179,7 +174,11 @@ class CodeRow(ThemedRow):
         assert self.block is not None
         self.renders += 1
         code = self.block.code.removesuffix("\n")
-        body = highlight(code, self._lexer(), _formatter(self.theme.code_style))
+        highlighting = self._highlighting()
+        if highlighting is None:
+            body = html.escape(code, quote=False) + "\n"  # as Pygments writes plain text
+        else:
+            body = highlight(code, *highlighting)
         self._code.set_html(f'<pre style="margin: 0px;">{body}</pre>')
         self._show_header()
         # No padding where two segments of a long block meet.
@@ -259,24 +258,28 @@ class CodeRow(ThemedRow):
         if self.block is not None and not self.block.language:
             self._language.setText(QCoreApplication.translate("ChatView", "code"))
 
-    def _lexer(self) -> Lexer:
-        """The language's lexer; plain until it is made, off the UI thread."""
+    def _made(self) -> tuple[Lexer, HtmlFormatter[str]] | None:
         assert self.block is not None
-        language = self.block.language
-        lexer = shelf().lexer(language)
-        if lexer is None and not self._waiting:
+        lexer = shelf().lexer(self.block.language)
+        formatter = shelf().formatter(self.theme.code_style)
+        return None if lexer is None or formatter is None else (lexer, formatter)
+
+    def _highlighting(self) -> tuple[Lexer, HtmlFormatter[str]] | None:
+        """The language's lexer and the theme's formatter; None (plain) until both are made."""
+        made = self._made()
+        if made is None and not self._waiting:
             self._waiting = True
-            shelf().ready.connect(self._on_lexer_ready)
-            # Asked again: it may have been made before we listened, its signal gone.
-            lexer = shelf().lexer(language)
-        if lexer is not None and self._waiting:
+            shelf().ready.connect(self._on_highlighting_ready)
+            # Asked again: they may have been made before we listened, the signal gone.
+            made = self._made()
+        if made is not None and self._waiting:
             self._waiting = False
-            shelf().ready.disconnect(self._on_lexer_ready)
-        return lexer or PLAIN
+            shelf().ready.disconnect(self._on_highlighting_ready)
+        return made
 
     @Slot(str)
-    def _on_lexer_ready(self, _language: str) -> None:
-        if self.block is None or shelf().lexer(self.block.language) is None:
+    def _on_highlighting_ready(self, _name: str) -> None:
+        if self.block is None or self._made() is None:
             return
         self._render()
         self.height_changed.emit()  # highlighting can make a line wider (bold), never taller
