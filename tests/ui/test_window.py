@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
 from pytestqt.qtbot import QtBot
+from typing_extensions import override
 
 from app.engine import (
     ChatMessage,
@@ -290,3 +291,44 @@ def test_a_prompt_processed_at_once_says_nothing_of_it(qtbot: QtBot, loop: Loop)
     window.send()
     run_until(loop, lambda: not session.generating)
     assert [text for text in said if text] == []
+
+
+class _LayoutRequests(QObject):
+    """Counts the layout requests an object receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    @override
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
+
+
+def test_new_figures_do_not_lay_the_window_out_again(
+    scripted_window: tuple[MainWindow, ScriptedBackend],
+) -> None:
+    # The figures change five times a second while a reply streams; each layout of the status
+    # bar and the window was 0.2 ms of the UI thread, on a machine whose cores all decode.
+    window, _ = scripted_window
+    label, metrics = window.status_line.figures_label, window.session.metrics
+    requests = _LayoutRequests()
+    window.statusBar().installEventFilter(requests)
+    metrics.queue_bound = 64
+
+    def show(depth: int) -> None:
+        metrics.queue_depth = depth
+        window.status_line.show_figures()
+        QCoreApplication.sendPostedEvents()
+        assert label.width() >= label.sizeHint().width()  # the whole text is shown
+
+    show(64)
+    before = requests.count
+    for depth in (1, 7, 0, 12, 3):  # narrower text than the first
+        show(depth)
+    assert requests.count == before
+    metrics.queue_bound = 100_000
+    show(99_999)  # wider: the label grows once
+    assert requests.count == before + 1
