@@ -27,7 +27,6 @@ The engine that owns the context (:class:`~app.engine.llama.LlamaBackend`) rende
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -51,8 +50,6 @@ from app.engine.projector import MediaPrompt
 from app.engine.sequence import KvSequence, common_prefix, whole_pictures
 from app.engine.stop import StopSignal
 from app.trace import TRACE
-
-log = logging.getLogger(__name__)
 
 __all__ = ["AbortFlag", "BatchDecoder", "BatchedReply", "ContextFullError", "SequenceHost"]
 
@@ -394,10 +391,7 @@ class BatchDecoder:
         reply.leave()
         reply.report.end(reply.stop.is_set())
         if sequence is not None:
-            try:
-                self._kv.settle(sequence, reply.conversation, reply.generated_from)
-            except Exception:  # keeping a state must never cost the reply, already ended
-                log.exception("The KV state of a reply could not be kept")
+            self._kv.settle(sequence, reply.conversation, reply.generated_from)
         reply.ended()
 
     def end_all(self) -> None:

@@ -160,17 +160,28 @@ class KvRecord:
         raise DecodeFailedError(code)
 
     def settle(self, sequence: KvSequence, conversation: str, generated_from: int) -> None:
-        """After a reply, however it ended: what the KV record keeps of it, then keep that."""
-        if not sequence.in_step():
+        """After a reply, however it ended: what the KV record keeps of it, then keep that.
+
+        Never raises: the reply has ended (its reader has all of it) before this runs, on the
+        single path and in a batch alike, so a failure here may cost the next prompt's time,
+        never this reply.
+        """
+        try:
+            if not sequence.in_step():
+                sequence.clear()
+            elif not self._reuse_reply_tokens:
+                # Computed one by one, the reply's tokens are not exactly what processing
+                # them within the next prompt gives: that prompt processes them again.
+                sequence.trim(generated_from)
+            elif sequence.rate:
+                # What processing the reply's tokens as part of the next prompt would cost.
+                sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
+        except Exception:
+            # What the sequence holds is not known now: the next prompt is processed whole.
+            log.exception("A reply's KV state could not be trimmed; it is dropped")
             sequence.clear()
-        elif not self._reuse_reply_tokens:
-            # Computed one by one, the reply's tokens are not exactly what processing
-            # them within the next prompt gives: that prompt processes them again.
-            sequence.trim(generated_from)
-        elif sequence.rate:
-            # What processing the reply's tokens as part of the next prompt would cost.
-            sequence.seconds += (len(sequence.tokens) - generated_from) / sequence.rate
-        self.keep(sequence, conversation, at_end=True)
+            return
+        self.keep(sequence, conversation, at_end=True)  # logs its own failures
 
     def keep(self, sequence: KvSequence, conversation: str | None, *, at_end: bool = False) -> None:
         """Hand ``sequence`` to the prompt cache as ``conversation``'s.

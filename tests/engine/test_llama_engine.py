@@ -18,6 +18,7 @@ from app.engine import (
     kv_record,
 )
 from app.engine.llama import LlamaBackend, NativeAbortFlag, open_llama
+from app.engine.sequence import KvSequence
 from tests.support.batches import note_keeping
 
 pytestmark = pytest.mark.model
@@ -256,3 +257,38 @@ def test_a_state_that_cannot_be_kept_leaves_the_reply_as_it_ended(
     other: list[ChatMessage] = [{"role": "user", "content": "Name three colours."}]
     assert "".join(backend.stream_reply(other, settings, StopSignal(), again, conversation="o"))
     assert again.finish == "length"
+
+
+def test_a_reply_whose_state_cannot_be_trimmed_ends_as_it_ended(
+    backend: LlamaBackend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Where the reply's own tokens are not kept for the next prompt, they are trimmed off its
+    # sequence after it ended. A trimming that fails is logged and the sequence dropped: the
+    # reply stays as it ended, and the next one processes its prompt whole, with the same text
+    # as a fresh engine gives.
+    sequence = backend._kv.sequences[0]
+    monkeypatch.setattr(backend._kv, "_reuse_reply_tokens", False)
+    story: list[ChatMessage] = [{"role": "user", "content": "Write a long story about a dragon."}]
+    settings = GenerationSettings(temperature=0.0, max_tokens=12)
+    fresh = "".join(backend.stream_reply(QUESTION, settings, StopSignal(), GenerationReport()))
+    real_trim = KvSequence.trim
+
+    def trim_fails(self: KvSequence, n: int) -> None:
+        if n < len(self.tokens):  # there is something to trim
+            raise RuntimeError("the KV cache refused")
+
+    sequence.clear()  # the story's prompt trims nothing: only the reply's end does
+    monkeypatch.setattr(KvSequence, "trim", trim_fails)
+    report = GenerationReport()
+    text = "".join(backend.stream_reply(story, settings, StopSignal(), report, conversation="t"))
+    assert text
+    assert report.finish == "length"
+    assert report.error is None
+    assert "could not be trimmed" in caplog.text
+    assert sequence.tokens == []
+    monkeypatch.setattr(KvSequence, "trim", real_trim)
+    again = GenerationReport()
+    after = "".join(backend.stream_reply(QUESTION, settings, StopSignal(), again))
+    assert again.finish == "length"
+    assert again.cached_tokens == 0
+    assert after == fresh
