@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
-from PySide6.QtGui import QColor, QImage, QPalette
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QColor, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -177,6 +178,36 @@ def test_an_axis_is_painted_anew_when_its_range_or_the_theme_changes(
     qtbot.waitUntil(lambda: axis_pixels() != ranged)  # the labels in the new colours
     view.set_top(view.rate_plot, 5)
     assert axis_pixels() != ranged
+
+
+def test_the_value_labels_of_stacked_plots_do_not_touch(timeline: Timeline) -> None:
+    # The plots are stacked with no space between them: the top value of one plot and the 0
+    # of the plot above it sit at the same height. Each label stays within its own axis.
+    view = timeline.view
+    view.set_top(view.rate_plot, 100)
+    view.set_top(view.queue_plot, 100)
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    labels: list[list[tuple[str, QRectF]]] = []
+    try:
+        for plot in (view.rate_plot, view.queue_plot, view.ms_plot):
+            axis = plot.getAxis("left")
+            _line, _ticks, texts = axis.generateDrawSpecs(painter)
+            edges = axis.parentItem().mapRectToScene(axis.geometry())  # not its bounds: wider
+            drawn = [(text, axis.mapRectToScene(rect)) for rect, _flags, text in texts]
+            assert {"0"} < {text for text, _rect in drawn}  # the 0 and a top value at least
+            for text, rect in drawn:
+                # The rect is 0.8 of the text's height, centred on it (pyqtgraph's measure).
+                glyphs = rect.adjusted(0, -rect.height() / 8, 0, rect.height() / 8)
+                assert edges.top() <= glyphs.top(), text
+                assert glyphs.bottom() <= edges.bottom(), text
+            labels.append(drawn)
+    finally:
+        painter.end()
+    for upper, lower in itertools.pairwise(labels):
+        lowest = max(rect.bottom() for _text, rect in upper)
+        highest = min(rect.top() for _text, rect in lower)
+        assert lowest < highest
 
 
 def test_readings_are_kept_in_arrays_for_the_last_seconds_only() -> None:

@@ -65,6 +65,35 @@ class _Curve(pg.PlotCurveItem):  # type: ignore[misc]
         return view_rect(self)
 
 
+class _ValueAxis(pg.AxisItem):  # type: ignore[misc]
+    """A plot's left axis whose value labels stay within its own height.
+
+    pyqtgraph centres each label on its tick, so the top value of one plot and the 0 of the
+    plot above it, stacked with no space between, were drawn over each other ("100" on "0").
+    A label that would cross its axis's top or bottom edge is moved inside it instead.
+    """
+
+    def generateDrawSpecs(self, p: Any) -> Any:
+        """The draw specs of pyqtgraph, with the value labels moved within the axis's height."""
+        specs = super().generateDrawSpecs(p)
+        if specs is None:
+            return None
+        axis, ticks, texts = specs
+        edges = self.mapRectFromParent(self.geometry())
+        inside = []
+        for rect, flags, text in texts:
+            # pyqtgraph draws the text centred in a rect 0.8 of its height: 0.15 of the
+            # rect more is kept clear at either edge, so the glyphs stay inside too.
+            clear = rect.height() * 0.15
+            moved = QRectF(rect)
+            if moved.top() - clear < edges.top():
+                moved.moveTop(edges.top() + clear)
+            elif moved.bottom() + clear > edges.bottom():
+                moved.moveBottom(edges.bottom() - clear)
+            inside.append((moved, flags, text))
+        return axis, ticks, inside
+
+
 class TimelinePlots:
     """The plots of the timeline in one :class:`pyqtgraph.GraphicsLayoutWidget`.
 
@@ -135,7 +164,7 @@ class TimelinePlots:
         )
 
     def _plot(self, row: int, y_range: tuple[float, float]) -> Any:
-        plot = self.graphics.addPlot(row=row, col=0)
+        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": _ValueAxis("left")})
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(x=False, y=False)
         plot.hideButtons()
