@@ -29,6 +29,7 @@ from app.flow.metrics import (
     STOP_PRESSED,
     CacheFigures,
     Distribution,
+    FlowEvent,
     FlowMetrics,
     FlowSample,
     ReplyFigures,
@@ -36,6 +37,7 @@ from app.flow.metrics import (
 from app.trace import Tracer, check_trace
 from app.ui.look.theme import apply_theme, contrast
 from app.ui.timeline.diagnostics import NO_VALUE, DiagnosticsPanel, RecentPercentiles
+from app.ui.timeline.marks import NAME_GAP_PX
 from app.ui.timeline.plots import fitted_top, round_top
 from app.ui.timeline.series import AT, TOKENS, SampleSeries
 from app.ui.timeline.style import marker_pen
@@ -250,9 +252,32 @@ def test_the_reply_moments_are_marked_and_named(timeline: Timeline, qtbot: QtBot
     # Names that are shown never overlap on one row of the lane.
     for i, a in enumerate(placed):
         for b in placed[i + 1 :]:
-            assert a.lane != b.lane or a.right <= b.left or b.right <= a.left
+            assert (
+                a.lane != b.lane
+                or a.right + NAME_GAP_PX <= b.left
+                or b.right + NAME_GAP_PX <= a.left
+            )
     assert all(0 <= name.lane < LANES for name in placed)
     assert not timeline.grab().isNull()  # the lane and the lines paint
+
+
+def test_names_of_moments_close_together_keep_apart(timeline: Timeline) -> None:
+    # Near the right edge a name ends at its line; the next moment's name, a little later,
+    # begins at its own. On one row they keep the lane's room between them, as anywhere else.
+    lane = timeline.view.lane
+    now = time.perf_counter()
+    width = float(lane.getViewBox().width())
+    seconds_per_px = WINDOW_SECONDS / width
+    ended = FlowEvent(now - 82 * seconds_per_px, PROMPT_PROCESSING)
+    first = FlowEvent(now - 80 * seconds_per_px, FIRST_TOKEN)  # 2 px to the right
+    lane.set_events([ended, first])
+    lane.advance(now, None)
+    placed = {name.event.name: name for name in lane.placed}
+    assert set(placed) == {PROMPT_PROCESSING, FIRST_TOKEN}
+    a, b = placed[PROMPT_PROCESSING], placed[FIRST_TOKEN]
+    assert a.right_aligned  # no room on its right: it ends at its line
+    assert not b.right_aligned
+    assert a.lane != b.lane or a.right + NAME_GAP_PX <= b.left
 
 
 def test_a_prompt_being_processed_is_a_band_with_its_progress(

@@ -123,7 +123,7 @@ class MarkerLines(pg.GraphicsObject):  # type: ignore[misc]
 
 @dataclass(frozen=True)
 class PlacedName:
-    """A moment's name written in the lane: its row and its span in pixels from the left."""
+    """A moment's name written in the lane: its row and its text's span in pixels from the left."""
 
     event: FlowEvent
     text: str
@@ -211,11 +211,12 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
         for event in sorted(self._events, key=lambda e: (_PRIORITY.get(e.name, 9), -e.at)):
             text, text_width = self._text(event)
             x = (event.at - self._now + self.window_seconds) * per_second
-            room = text_width + NAME_GAP_PX
-            right_aligned = x + room > width
-            span = (x - room, x) if right_aligned else (x, x + room)
+            right_aligned = x + text_width > width
+            span = (x - text_width, x) if right_aligned else (x, x + text_width)
             for lane, spans in enumerate(taken):
-                if all(span[1] <= a or span[0] >= b for a, b in spans):
+                # The room is kept on both sides of a name: a name that ends at its line
+                # (near the right edge) and one that begins at the next line are apart too.
+                if all(span[1] + NAME_GAP_PX <= a or span[0] >= b + NAME_GAP_PX for a, b in spans):
                     spans.append(span)
                     placed.append(PlacedName(event, text, lane, *span, right_aligned))
                     break
@@ -245,7 +246,7 @@ class EventsLane(pg.GraphicsObject):  # type: ignore[misc]
         height = QFontMetricsF(self._font).height()
         for name in self.placed:
             anchor = to_device.map(QPointF(name.event.at - self._now, name.lane))
-            width = name.right - name.left - NAME_GAP_PX
+            width = name.right - name.left
             left = anchor.x() - width if name.right_aligned else anchor.x()
             box = QRectF(math.floor(left), anchor.y() - height / 2, math.ceil(width) + 1, height)
             painter.fillRect(box, self._backdrop)
