@@ -8,12 +8,15 @@ delimiters, unmatched brackets). Each update is what the frame pump does once a 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QEvent
 
 from app.bench.plan import LONG_SECTION, SHAPES, Plan
 from app.flow.metrics import Distribution
@@ -86,6 +89,63 @@ def long_reply(plan: Plan) -> dict[str, Any]:
         "late_update_ms": round(late_ms, 4),
         "ratio": round(late_ms / early_ms, 3),
         "markdown": True,
+    }
+
+
+PIECES_PER_FRAME = 2
+"""Pieces an update shows at 100-120 tokens a second, 60 frames a second."""
+
+
+async def update_cost(text: str, frame: float, rounds: int) -> dict[str, float]:
+    """The UI thread's CPU time per update of the same reply: back to back, and a frame apart.
+
+    ``text`` is cut as a tokenizer cuts it and shown in a chat view of its own,
+    :data:`PIECES_PER_FRAME` pieces an update, each an append and the paint of what it marked
+    dirty (what the frame pump and Qt do once a frame at 100-120 tokens a second). The two
+    ways alternate, ``rounds`` times each:
+
+    - ``back_to_back_ms``: each update right after the one before; it finds the code and data
+      that one used in the CPU's caches;
+    - ``a_frame_apart_ms``: the same updates a frame apart, the UI thread idle between, as the
+      window runs them; what ran meanwhile (the decode threads above all, other programs, the
+      host of a virtual machine) has evicted them;
+    - ``ratio``: a frame apart over back to back.
+
+    Means over the reply's updates, medians over the rounds. The window's cost per update while
+    the model decodes (``ui_ms_per_token`` times the pieces an update shows) is near the second:
+    an update pays for the memory it touches more than for the work it does, and a cut that
+    leaves the same memory to be touched by the next step saves little.
+    """
+    pieces = markdown_pieces(text)
+    updates = [
+        "".join(pieces[i : i + PIECES_PER_FRAME]) for i in range(0, len(pieces), PIECES_PER_FRAME)
+    ]
+
+    async def one_reply(pause: float) -> float:
+        view = _new_view()
+        await asyncio.sleep(0.05)  # shown: an update of a window not yet exposed paints nothing
+        spent = 0
+        try:
+            for update in updates:
+                await asyncio.sleep(pause)
+                began = time.thread_time_ns()
+                view.append_to_reply(update)
+                QCoreApplication.sendPostedEvents(view, QEvent.Type.UpdateRequest)
+                spent += time.thread_time_ns() - began
+        finally:
+            view.deleteLater()
+        return spent / len(updates) / 1e6
+
+    runs: dict[float, list[float]] = {0.0: [], frame: []}
+    for _ in range(rounds):
+        for pause, costs in runs.items():
+            costs.append(await one_reply(pause))
+    back_to_back, apart = statistics.median(runs[0.0]), statistics.median(runs[frame])
+    return {
+        "updates": len(updates),
+        "back_to_back_ms": round(back_to_back, 4),
+        "a_frame_apart_ms": round(apart, 4),
+        "ratio": round(apart / back_to_back, 2),
     }
 
 

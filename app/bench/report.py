@@ -474,6 +474,12 @@ def _window_cost_lines(doc: dict[str, Any]) -> list[str]:
         f"app's replies' arrivals, knowing them in advance, updates costing nothing: "
         f"{cost['least_wait_ms_p95']} ms"
     )
+    update = cost["update_cost"]
+    lines.append(
+        f"one update of the last reply ({update['updates']} of them, replayed in a chat view "
+        f"of its own, the model idle; the UI thread's CPU): {update['back_to_back_ms']} ms "
+        f"back to back, {update['a_frame_apart_ms']} ms a frame apart ({update['ratio']} times)"
+    )
     return lines
 
 

@@ -22,6 +22,10 @@ From two readings around a reply:
   ``token_to_screen_ms_p95`` on this machine at this rate.
 - ``tok_s``: the reply's pieces shown per second, from Send to its end on screen (what the
   cost above is paid against: a change that lowers the share by slowing decoding is no gain).
+- ``update_cost``: the UI thread's CPU time per update of the last reply's text, replayed in a
+  chat view of its own with the model idle, back to back and a frame apart
+  (:func:`~app.bench.long_reply.update_cost`): how much of an update's cost is the memory it
+  finds evicted when it runs once a frame.
 
 Each figure is also given for two baselines, alternating with the app's replies:
 
@@ -50,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from app.bench.long_reply import update_cost
 from app.bench.measure import app_threads, ask
 from app.bench.plan import STORY, Setup
 from app.bench.thread_times import ThreadTimes, read_threads, set_decode_priority
@@ -57,6 +62,9 @@ from app.engine import Backend
 from app.flow.decode_threads import BELOW_WINDOW
 from app.flow.metrics import Distribution
 from app.ui.window.main_window import MainWindow
+
+UPDATE_COST_ROUNDS = 3
+"""Rounds of :func:`~app.bench.long_reply.update_cost` (each: the reply both ways)."""
 
 
 def window_cost(
@@ -150,9 +158,12 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
         session.metrics.loop_lag_ms = Distribution()
         session.metrics.arrivals = None
     same = kinds.get("same_priority")
+    reply = session.conversation.messages[-1].content  # the last story reply, as shown
+    rounds = min(UPDATE_COST_ROUNDS, setup.plan.window_cost_replies)
     return (
         kinds["app"].figures()
         | {
+            "update_cost": await update_cost(reply, session.frame_interval, rounds),
             "least_wait_ms_p95": round(least_p95_wait(arrivals, window.session.frame_interval), 2),
             "replies": len(kinds["app"].runs),
             "decode_threads": statistics.median_low(counts),

@@ -505,6 +505,10 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         assert paced["tok_s"] > 0
     assert cost["replies"] == plan.window_cost_replies
     assert 0 <= cost["least_wait_ms_p95"] <= 1000 / 60  # a frame's wait is always possible
+    update = cost["update_cost"]
+    assert update["updates"] > 10  # the story reply's text, two pieces an update
+    assert update["back_to_back_ms"] > 0
+    assert update["a_frame_apart_ms"] > 0
 
     check_panel(doc["diagnostics_panel"])
     assert doc["machine"]["cores"] == os.cpu_count()
@@ -762,6 +766,54 @@ def test_large_messages_see_a_stall_and_build_what_they_measure(
     assert len(text) == 20_000
     for part in ("## Section", "- item", "```python", "| a | b | c |", "> a quote"):
         assert part in text
+
+
+def test_the_update_cost_times_each_update_and_its_paint_a_frame_apart(
+    loop: Loop, qapp: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PySide6.QtCore import QEvent, QObject
+
+    import app.bench.long_reply as long_reply
+    from app.ui.chat.chat_view import ChatView
+    from app.ui.chat.rows.text_block import TextBlock
+
+    def spin(seconds: float) -> None:
+        until = time.thread_time() + seconds
+        while time.thread_time() < until:
+            pass
+
+    class DearView(ChatView):
+        def append_to_reply(self, text: str) -> None:
+            super().append_to_reply(text)
+            spin(0.001)  # each update costs 1 ms more of CPU
+
+    paints: list[float] = []
+
+    class DearPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint and isinstance(watched, TextBlock):
+                paints.append(time.perf_counter())
+                spin(0.001)  # and so does each paint of a row's text
+            return False
+
+    dear_paint = DearPaint()
+    qapp.installEventFilter(dear_paint)
+    monkeypatch.setattr(long_reply, "ChatView", DearView)
+    text = "The dragon read a book. " * 20 + "\n\nThen another one, slowly. " * 5
+    frame = 0.01
+    began = time.perf_counter()
+    try:
+        figures = loop.run_until_complete(long_reply.update_cost(text, frame, rounds=2))
+    finally:
+        qapp.removeEventFilter(dear_paint)
+    updates = figures["updates"]
+    assert updates == math.ceil(len(long_reply.markdown_pieces(text)) / 2)
+    # Each update's figure holds its append and its paint, whichever way they ran.
+    assert figures["back_to_back_ms"] >= 2.0
+    assert figures["a_frame_apart_ms"] >= 2.0
+    assert figures["ratio"] == round(figures["a_frame_apart_ms"] / figures["back_to_back_ms"], 2)
+    assert len(paints) >= 2 * 2 * updates  # two rounds of both ways: every update painted
+    assert time.perf_counter() - began >= 2 * updates * frame  # each a frame after the last
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
