@@ -242,6 +242,38 @@ class MarkdownStream:
         self._live += text
         return self._update(final=False)
 
+    def type_words(self, text: str, onto: Block) -> tuple[Block, str] | None:
+        """Words typed onto the open paragraph, as a laid-out document can take them (or None).
+
+        The fast lane of a streaming paragraph. Where :meth:`feed` would type ``text`` onto the
+        open paragraph without a parse (:meth:`_type`), and ``onto`` is that paragraph as the
+        stream last gave it out, the stream takes the text and returns the paragraph's new
+        block and what its HTML grew by at the end of its text. That is plain text which,
+        typed at the end of a document laid out from the old HTML in the format of the text
+        before it, shows what the new HTML shows: no double space (HTML folds it), and not
+        after an inline element's end (a cursor there carries on its format). The other open
+        blocks are as they were, and none is released: a typed word settles no held block.
+
+        Returns:
+            The paragraph's new block and the text added to its HTML; None if nothing was
+            taken (then :meth:`feed` the text).
+        """
+        typing = self._typing
+        if typing is None or self._held_cr or typing.shown[-1] is not onto or "\r" in text:
+            return None
+        head = onto.html[: -len(_PARAGRAPH_END)]
+        if not head or head[-1] in "> ":
+            return None
+        typed = self._typing_of(text)
+        if typed is None:
+            return None
+        grown, added, after = typed
+        if "  " in added:
+            return None
+        self._live, self._typing = grown, after
+        self.typed += 1
+        return after.shown[-1], added
+
     def _type(self, text: str) -> BlockUpdate | None:
         """Words added to the open paragraph's last line, shown without parsing (or None).
 
@@ -254,6 +286,21 @@ class MarkdownStream:
         close), and the last line begins with a letter (so it is no list item, heading or
         other block in the making). Anything else, and any threshold the parse would act on
         (segmenting, overflow, a long run), goes the usual way.
+        """
+        typed = self._typing_of(text)
+        if typed is None:
+            return None
+        grown, _added, after = typed
+        self._live, self._typing = grown, after
+        self.typed += 1
+        return self._emit(self._typing.shown)
+
+    def _typing_of(self, text: str) -> tuple[str, str, _Typing] | None:
+        """Whether ``text`` can be typed (see :meth:`_type`); changes nothing.
+
+        Returns:
+            The text grown, the words the paragraph's HTML grows by, and the open blocks
+            after; None if it cannot.
         """
         typing = self._typing
         live = self._live
@@ -277,10 +324,7 @@ class MarkdownStream:
         block = typing.shown[-1]
         html = block.html[: -len(_PARAGRAPH_END)] + added + _PARAGRAPH_END
         shown = [*typing.shown[:-1], replace(block, html=html, source=block.source + text)]
-        self._live = grown
-        self._typing = _Typing(shown, cost, typing.lines)
-        self.typed += 1
-        return self._emit(shown)
+        return grown, added, _Typing(shown, cost, typing.lines)
 
     def finish(self) -> BlockUpdate:
         """The text is complete: every block is final."""

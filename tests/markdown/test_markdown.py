@@ -684,18 +684,92 @@ _TYPING_FRAGMENTS = [
     "[a]: /u",
 ]
 
-
-@settings(max_examples=400, deadline=None, derandomize=True)
-@given(
-    pieces=st.lists(st.sampled_from(_TYPING_FRAGMENTS), min_size=1, max_size=40),
-    cuts=st.lists(st.integers(1, 6), min_size=1, max_size=12),
+_typing_examples = settings(max_examples=400, deadline=None, derandomize=True)(
+    given(
+        pieces=st.lists(st.sampled_from(_TYPING_FRAGMENTS), min_size=1, max_size=40),
+        cuts=st.lists(st.integers(1, 6), min_size=1, max_size=12),
+    )
 )
+"""Texts of typing fragments, cut into pieces of the sizes given (cycled)."""
+
+
+@_typing_examples
 def test_words_typed_onto_a_paragraph_show_what_a_parse_shows(
     pieces: list[str], cuts: list[int]
 ) -> None:
     # Words added to the open paragraph are shown without parsing it again: every frame
     # must still be what rendering the text so far at once gives.
     assert_each_frame_renders_the_text_so_far("".join(pieces), itertools.cycle(cuts))
+
+
+@_typing_examples
+def test_words_typed_through_the_fast_lane_show_what_a_parse_shows(
+    pieces: list[str], cuts: list[int]
+) -> None:
+    # A consumer that tries the fast lane first (as the chat view's rows do) and feeds the
+    # piece when it is refused: after every piece, its blocks are what a parse gives.
+    text = "".join(pieces)
+    stream = MarkdownStream()
+    closed: list[Block] = []
+    shown: list[Block] = []
+    sizes = itertools.cycle(cuts)
+    i = 0
+    while i < len(text):
+        piece = text[i : i + next(sizes)]
+        i += len(piece)
+        typed = stream.type_words(piece, shown[-1]) if shown else None
+        if typed is None:
+            update = stream.feed(piece)
+            closed += update.closed
+            shown = update.open
+        else:
+            block, added = typed
+            # The paragraph's HTML is the one it had, with the words at the end of its text.
+            assert block.html == shown[-1].html.removesuffix("</p>\n") + added + "</p>\n"
+            shown = [*shown[:-1], block]
+        assert closed + shown == render_blocks(text[:i]), repr(text[:i])
+
+
+@pytest.mark.parametrize(
+    ("before", "words", "added"),
+    [
+        ("Hello", " world", " world"),
+        ("Hello ", "world", " world"),  # the space held back comes with the word
+        ("Hello ", " ", ""),  # spaces alone: nothing to show yet
+        ("Hello **bold** ", "word", None),  # a cursor after </strong> would type bold
+        ("Hello  ", "world", None),  # HTML folds the double space a cursor would type
+        ("Hello", " a  b", None),
+        ("Hello", " *b*", None),  # not plain words: feed parses them
+        ("- item", " more", None),  # not a paragraph
+    ],
+)
+def test_the_fast_lane_takes_only_words_a_document_can_type(
+    before: str, words: str, added: str | None
+) -> None:
+    stream = MarkdownStream()
+    shown = stream.feed(before).open
+    typed = stream.type_words(words, shown[-1])
+    if added is None:
+        assert typed is None
+        assert stream.tail == before  # nothing was taken: the words are fed instead
+        update = stream.feed(words)
+        assert update.closed + update.open == render_blocks(before + words)
+    else:
+        assert typed is not None
+        assert typed[1] == added
+        assert [*shown[:-1], typed[0]] == render_blocks(before + words)
+
+
+def test_the_fast_lane_types_only_onto_the_paragraph_as_last_given_out() -> None:
+    stream = MarkdownStream()
+    shown = stream.feed("Hello").open
+    stale = Block("text", html="<p>Hello</p>\n", source="Hello")  # equal, not the same
+    assert stale == shown[-1]
+    assert stream.type_words(" world", stale) is None
+    typed = stream.type_words(" world", shown[-1])
+    assert typed is not None
+    assert stream.type_words(" again", shown[-1]) is None  # it was given out again since
+    assert stream.type_words(" again", typed[0]) is not None
 
 
 def test_a_paragraph_that_grows_by_words_is_not_parsed_again_for_each() -> None:

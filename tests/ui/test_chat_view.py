@@ -358,6 +358,24 @@ PROSE = (
 )
 
 
+def _rows_show_their_html(view: ChatView) -> int:
+    """Check each text row's document against its HTML laid out afresh; returns words typed.
+
+    The rows' counts of updates typed into their documents are taken (set back to 0).
+    """
+    typed = 0
+    for row in body_rows(view):
+        if not isinstance(row, TextRow):
+            continue
+        label = row.label
+        typed += label.typed
+        label.typed = 0
+        fresh = TextBlock()
+        fresh.set_html(label.text(), style_sheet=label.style_sheet)
+        assert label.document.toHtml() == fresh.document.toHtml(), label.text()
+    return typed
+
+
 @pytest.mark.parametrize("name", ["prose", *CORPUS])
 def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
     view: ChatView, name: str
@@ -373,18 +391,26 @@ def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
         n = rng.randint(1, 6)
         view.append_to_reply(text[i : i + n])
         i += n
-        for row in body_rows(view):
-            if not isinstance(row, TextRow):
-                continue
-            label = row.label
-            typed += label.typed
-            label.typed = 0
-            fresh = TextBlock()
-            fresh.set_html(label.text(), style_sheet=label.style_sheet)
-            assert label.document.toHtml() == fresh.document.toHtml(), label.text()
+        typed += _rows_show_their_html(view)
     view.end_reply()
     if name == "prose":
         assert typed > 20  # the fast way was taken, not only the whole HTML every time
+
+
+def test_words_after_an_inline_element_or_a_double_space_show_what_the_html_shows(
+    view: ChatView,
+) -> None:
+    # Pieces cut where the fast lane must refuse: after "</strong>" a cursor would type in
+    # bold, and a double space typed would show two where the HTML shows one.
+    pieces = ["Hello **bold**", " ", "word", " and", " more  ", "spaced", " words", " end"]
+    view.begin_reply("Model")
+    typed = 0
+    for piece in pieces:
+        view.append_to_reply(piece)
+        typed += _rows_show_their_html(view)
+    assert typed >= 3  # " and", " words", " end": typed where they can be
+    (row,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    assert row.label.document.toPlainText() == "Hello bold word and more spaced words end"
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,18 @@ class BlockRows:
         update (up to a few hundred held ones), are shown only by a feed with ``show_open``
         (the last piece).
         """
+        if not bulk and show_open and not self.pending and self._open:
+            # The common update, a word or two onto the open paragraph: straight from the
+            # stream to its row. In a window whose cores all decode, an update costs about the
+            # memory it touches (code and objects evicted between frames), so the general
+            # path's blocks, lists and comparisons are left out, not made cheaper.
+            row = self._open[-1]
+            if isinstance(row, TextRow) and row.block is not None:
+                typed = self.stream.type_words(text, row.block)
+                if typed is not None:
+                    if row.type_words(*typed):
+                        self._view.stack.refresh(row)
+                    return
         self._take(self.stream.feed(text), bulk=bulk, show_open=show_open)
 
     def finish(self, *, bulk: bool = False) -> None:

@@ -197,7 +197,7 @@ class DocumentText(QWidget):
         """Whether only the beginning of the text is laid out."""
         return self._full is not None
 
-    def set_html(self, html: str, *, style_sheet: str = "") -> None:
+    def set_html(self, html: str, *, style_sheet: str = "", typed: str | None = None) -> None:
         """Show rich text (safe HTML made by :mod:`app.markdown.stream` or Pygments).
 
         Args:
@@ -205,15 +205,22 @@ class DocumentText(QWidget):
             style_sheet: CSS for it. Given here rather than in a ``<style>`` element of
                 ``html``: the document keeps it parsed, where a ``<style>`` would be parsed
                 again with every update of a streaming paragraph.
+            typed: what ``html`` adds at the end of the current HTML's text, where the caller
+                knows it (:meth:`~app.markdown.stream.MarkdownStream.type_words`); it is then
+                typed without comparing the two. Else :func:`appended_text` finds it, if that
+                is all that changed.
         """
         document = self._document
-        added = (
-            appended_text(self._html, html)
-            if document is not None
-            and self._format == Qt.TextFormat.RichText
-            and style_sheet == self._style_sheet
-            else None
-        )
+        if (
+            document is None
+            or self._format != Qt.TextFormat.RichText
+            or style_sheet != self._style_sheet
+        ):
+            added = None
+        elif typed is not None:
+            added = typed
+        else:
+            added = appended_text(self._html, html)
         self._format = Qt.TextFormat.RichText
         self._html = html
         self._laid = ""

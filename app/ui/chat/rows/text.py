@@ -19,6 +19,7 @@ from PySide6.QtGui import QAccessible, QColor, QFont, QPainter, QPaintEvent, QPa
 from PySide6.QtWidgets import QWidget
 from typing_extensions import override
 
+from app.markdown.stream import Block
 from app.ui.chat.rows.action_button import ActionButton
 from app.ui.chat.rows.base import MARGIN, Row, ThemedRow
 from app.ui.chat.rows.code import CodeRow
@@ -136,12 +137,25 @@ class TextRow(ThemedRow):
         self.label.set_plain(text, shown=shown)
 
     @override
-    def _render(self) -> None:
+    def _render(self, typed: str | None = None) -> None:
         assert self.block is not None
         self.renders += 1
         self.label.set_html(
-            f"<html><body>{self.block.html}</body></html>", style_sheet=self.theme.css
+            f"<html><body>{self.block.html}</body></html>", style_sheet=self.theme.css, typed=typed
         )
+
+    def type_words(self, block: Block, added: str) -> bool:
+        """Show the open paragraph grown by words typed at its end; returns whether it changed.
+
+        Args:
+            block: the paragraph's new block (:meth:`MarkdownStream.type_words`).
+            added: what its HTML grew by at the end of its text.
+        """
+        self.block = block
+        if not added:
+            return False  # spaces, held back until a word follows them
+        self._render(typed=added)
+        return True
 
     def _bottom(self) -> int:
         # A segment of a long paragraph runs on into the next row without a paragraph gap.
