@@ -34,8 +34,9 @@ class Distribution:
 
     def extend(self, values: Iterable[float]) -> None:
         """Record several samples."""
-        for value in values:
-            self.add(value)
+        added = values if isinstance(values, list) else list(values)
+        self._samples.extend(added)
+        self.count += len(added)
 
     def since(self, count: int) -> list[float]:
         """The samples added after the :attr:`count` was ``count`` (newest first).

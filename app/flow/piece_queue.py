@@ -244,7 +244,8 @@ class PieceQueue:
             items = list(self._items)
             self._items.clear()
             self._cond.notify_all()
-        self._wake_async()
+        if self._space is not None:
+            self._wake_async()
         if self._room is not None and items:
             self._made_room()
         return items
@@ -256,14 +257,17 @@ class PieceQueue:
         self._remove_listener()
         self._wake_reader()
 
+    # The two reads below take no lock: each is one read of a deque's length or a flag, which
+    # no other thread can see half done, and the frame pump reads both once or twice a frame.
+    # The producer appends its last piece before it sets ``_ended``, and only the reader takes
+    # pieces out: "ended and empty" read here is never wrong.
+
     @property
     def depth(self) -> int:
         """Pieces waiting now."""
-        with self._cond:
-            return len(self._items)
+        return len(self._items)
 
     @property
     def finished(self) -> bool:
         """The producer has ended and every piece has been drained."""
-        with self._cond:
-            return self._ended and not self._items
+        return self._ended and not self._items

@@ -62,7 +62,10 @@ class FramePump(QObject):
         on_clock: bool = False,
     ) -> None:
         super().__init__()
-        self.frame_interval = frame_interval
+        self._frame_interval = frame_interval
+        self._slack = frame_interval / 8
+        """A piece within an eighth of a frame of its frame is shown at once: waiting two
+        milliseconds for the clock would cost a second wake-up."""
         self.on_clock = on_clock
         self.idle_interval = idle_interval
         self._apply = apply
@@ -143,10 +146,14 @@ class FramePump(QObject):
         self._step()
 
     @property
-    def _slack(self) -> float:
-        # A piece within an eighth of a frame of its frame is shown at once: waiting two
-        # milliseconds for the clock would cost a second wake-up.
-        return self.frame_interval / 8
+    def frame_interval(self) -> float:
+        """Seconds per frame (1 / the screen's refresh rate)."""
+        return self._frame_interval
+
+    @frame_interval.setter
+    def frame_interval(self, seconds: float) -> None:
+        self._frame_interval = seconds
+        self._slack = seconds / 8
 
     def _set_clock(self, at: float, *, frame: bool = True) -> None:
         # Whole milliseconds, rounded down: a frame shown a fraction of a millisecond early
@@ -161,7 +168,7 @@ class FramePump(QObject):
         queue = self._queue
         assert queue is not None
         now = time.perf_counter()
-        if not clock and now < self._due and self._gap < self.frame_interval - self._slack:
+        if not clock and now < self._due and self._gap < self._frame_interval - self._slack:
             # Pieces come faster than frames. The frame is shown when the first piece produced
             # once it is due arrives, with every piece that came before it: that piece waits
             # for nothing and the others for less than a frame. Shown by a clock at the
@@ -179,7 +186,7 @@ class FramePump(QObject):
             not_before = self._due - min(self._slack, self._gap / 4)
             if queue.wake_on_arrival(self._wake, not_before=not_before):
                 self._waiting = True
-                self._set_clock(self._due + min(1.5 * self._gap, self.frame_interval))
+                self._set_clock(self._due + min(1.5 * self._gap, self._frame_interval))
                 return
         if queue.depth == 0 and not queue.finished:
             # Slower than frames (or none came by the frame): the piece's arrival is the
@@ -207,7 +214,7 @@ class FramePump(QObject):
             # and to apply it is not added to the next frame's wait (and pieces 8 ms apart
             # still show two to a frame); else when this update began.
             moment = newest if began - newest < self._slack else began
-            self._due = moment + self.frame_interval
+            self._due = moment + self._frame_interval
         metrics.queue_max = queue.max_depth
         metrics.backpressure_waits = queue.backpressure_waits
         metrics.backpressure_ms = queue.backpressure_seconds * 1000
@@ -237,7 +244,8 @@ class FramePump(QObject):
         metrics.queue_depth = len(pieces)
         if not pieces:
             return None
-        metrics.trace_frame(len(pieces), metrics.loop_lag_ms.last or 0.0)
+        if tracing:
+            metrics.trace_frame(len(pieces), metrics.loop_lag_ms.last or 0.0)
         began = time.perf_counter()
         text = "".join(piece.text for piece in pieces)
         if tracing:
@@ -247,7 +255,7 @@ class FramePump(QObject):
             self._apply(text)
         shown = time.perf_counter()
         metrics.frame_cost_ms.add((shown - began) * 1000)
-        metrics.token_to_screen_ms.extend((shown - p.produced_at) * 1000 for p in pieces)
+        metrics.token_to_screen_ms.extend([(shown - p.produced_at) * 1000 for p in pieces])
         if metrics.arrivals is not None:
             metrics.arrivals.extend(p.produced_at for p in pieces)
         if reply.first_shown_at is None:

@@ -132,8 +132,25 @@ class BlockUpdate:
 
 _PARAGRAPH_END = "</p>\n"
 
-_TYPABLE = frozenset(" ,.?!':-")
-"""Besides letters and digits, the characters typed onto a paragraph without a parse."""
+_TYPABLE = frozenset(" ,.?!':-\"()/")
+"""Besides letters, digits and characters beyond ASCII that print (:func:`_reads_as_itself`), the
+characters typed onto a paragraph without a parse: none opens, closes or escapes anything."""
+
+_NOT_AFTER = frozenset("*_~`\\[]<>&")
+"""Characters after which no word is typed without a parse: a delimiter run (whether it can open
+or close depends on the character after it), a code span's backticks, an escape, a link's
+bracket, an autolink's or an entity's beginning."""
+
+
+_PLAIN_ASCII = re.compile(r"[A-Za-z0-9 ,.?!':\-\"()/]*")
+"""The ASCII text that :func:`_reads_as_itself` takes, in one match (the common piece)."""
+
+
+def _reads_as_itself(text: str) -> bool:
+    """Whether each character of ``text`` is one that Markdown reads as itself in a paragraph."""
+    if text.isascii():
+        return _PLAIN_ASCII.fullmatch(text) is not None
+    return all(c.isalnum() or c in _TYPABLE or (c > "\x7f" and c.isprintable()) for c in text)
 
 
 @dataclass
@@ -248,14 +265,15 @@ class MarkdownStream:
         The fast lane of a streaming paragraph. Where :meth:`feed` would type ``text`` onto the
         open paragraph without a parse (:meth:`_type`), and ``onto`` is that paragraph as the
         stream last gave it out, the stream takes the text and returns the paragraph's new
-        block and what its HTML grew by at the end of its text. That is plain text which,
-        typed at the end of a document laid out from the old HTML in the format of the text
-        before it, shows what the new HTML shows: no double space (HTML folds it), and not
+        block and the text its HTML grew by at the end of its text (in the HTML, a quote is
+        ``&quot;``). That is plain text which, typed at the end of a document laid out from
+        the old HTML in the format of the text before it, shows what the new HTML shows: no
+        double space (HTML folds it), and not
         after an inline element's end (a cursor there carries on its format). The other open
         blocks are as they were, and none is released: a typed word settles no held block.
 
         Returns:
-            The paragraph's new block and the text added to its HTML; None if nothing was
+            The paragraph's new block and the text added to its HTML's; None if nothing was
             taken (then :meth:`feed` the text).
         """
         typing = self._typing
@@ -280,12 +298,14 @@ class MarkdownStream:
         Most updates of a streaming reply add a word or two to a paragraph. Parsing its whole
         text again was half of what a frame cost the window; where CommonMark cannot read the
         words as anything but text, the paragraph's HTML is the one it had, plus them. That is
-        so when: the words are letters, digits, spaces and ``,.?!':-`` (no character that opens,
-        closes or escapes anything, no entity's ``;``, no line break), the text before them
-        ends in a letter, digit or space (so no delimiter next to them changes what it can
-        close), and the last line begins with a letter (so it is no list item, heading or
-        other block in the making). Anything else, and any threshold the parse would act on
-        (segmenting, overflow, a long run), goes the usual way.
+        so when: the words are letters, digits, spaces, ``,.?!':-"()/`` and characters beyond
+        ASCII that print (no character that opens, closes or escapes anything, no entity's
+        ``;``, no line break), the text before them does not end in a delimiter, a backtick,
+        a backslash, a bracket, ``<``, ``>``, ``&`` or a tab or line break (so nothing next to
+        them changes what it can open or close), and the last line begins with a letter (so
+        it is no list item, heading or other block in the making). Anything else, and any
+        threshold the parse would act on (segmenting, overflow, a long run), goes the usual
+        way.
         """
         typed = self._typing_of(text)
         if typed is None:
@@ -305,9 +325,10 @@ class MarkdownStream:
         typing = self._typing
         live = self._live
         assert typing is not None
-        if not text or not live or not (live[-1] == " " or live[-1].isalnum()):
+        if not text or not live or not _reads_as_itself(text):
             return None
-        if not all(c.isalnum() or c in _TYPABLE for c in text):
+        last = live[-1]
+        if last in _NOT_AFTER or (last.isspace() and last != " "):
             return None
         grown = live + text
         if len(grown) - max(grown.rfind(" "), grown.rfind("\n")) > LONG_RUN:
@@ -322,8 +343,12 @@ class MarkdownStream:
             return None  # a tab before the words: left to the parser
         added = (trailing + text).rstrip(" ")
         block = typing.shown[-1]
-        html = block.html[: -len(_PARAGRAPH_END)] + added + _PARAGRAPH_END
-        shown = [*typing.shown[:-1], replace(block, html=html, source=block.source + text)]
+        # As the renderer writes text: of the typable characters, only the quote is escaped.
+        html = block.html[: -len(_PARAGRAPH_END)] + added.replace('"', "&quot;") + _PARAGRAPH_END
+        # A paragraph's block has no code, language or segment (see _typable): made directly,
+        # not by dataclasses.replace, which costs ten calls of Python per typed word.
+        grown_block = Block(kind=block.kind, html=html, source=block.source + text)
+        shown = [*typing.shown[:-1], grown_block]
         return grown, added, _Typing(shown, cost, typing.lines)
 
     def finish(self) -> BlockUpdate:

@@ -50,6 +50,8 @@ class ThinkSplitter:
     def __init__(self) -> None:
         self._held = ""
         self._state: Literal["start", "thinking", "after", "answer"] = "start"
+        self.answering = False
+        """Past any thinking: every piece from now on is the answer's, as it is."""
 
     def feed(self, text: str) -> ThinkUpdate:
         """Route a piece of the reply."""
@@ -67,6 +69,7 @@ class ThinkSplitter:
                 return update
             else:
                 self._state = "answer"
+                self.answering = True
         if self._state == "thinking":
             end = text.find(THINK_CLOSE)
             if end >= 0:
@@ -85,6 +88,7 @@ class ThinkSplitter:
             if not text:
                 return update
             self._state = "answer"
+            self.answering = True
         update.answer += text
         return update
 

@@ -18,7 +18,7 @@ from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.document_text import appended_text
 from app.ui.chat.rows.header import HeaderRow
-from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow
+from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow, theme_for
 from app.ui.chat.rows.text_block import TextBlock
 from app.ui.window.sidebar import Sidebar
 from tests.support.markdown_corpus import CORPUS, REASONING
@@ -413,6 +413,24 @@ def test_words_after_an_inline_element_or_a_double_space_show_what_the_html_show
     assert row.label.document.toPlainText() == "Hello bold word and more spaced words end"
 
 
+def test_words_after_punctuation_and_quotes_are_typed_as_their_html_shows(
+    view: ChatView,
+) -> None:
+    # What a model writes most: words after a comma or a full stop, a quoted name (a quote
+    # is "&quot;" in the HTML and typed as itself), a bracket, a dash, letters beyond ASCII.
+    # Each piece after the first is typed, and the document shows what the HTML shows.
+    pieces = ["Once", " upon", " a time,", " a dragon", ' named "Eira"', " (the", " one/only)"]
+    pieces += ["—", "a", " café…", " she", " said."]
+    view.begin_reply("Model")
+    typed = 0
+    for piece in pieces:
+        view.append_to_reply(piece)
+        typed += _rows_show_their_html(view)
+    assert typed == len(pieces) - 1
+    (row,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    assert row.label.document.toPlainText() == "".join(pieces)
+
+
 @pytest.mark.parametrize(
     ("old", "new", "added"),
     [
@@ -503,3 +521,78 @@ def test_following_a_reply_paints_only_the_row_being_written(
         others += sum(block is not growing.label for block in painted)
     assert scrolled > 5
     assert others == 0, f"{others} paints of other rows in {updates} updates"
+
+
+def test_a_paragraph_growing_by_a_line_paints_that_line_not_the_paragraph(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reply's row and text have static contents: a line added below the others paints the
+    # strip it adds (and the line before it, which the typed word changed), not every line
+    # of the paragraph again with the row and the stack beneath it.
+    painted: list[tuple[TextBlock, int]] = []
+    paint = TextBlock.paintEvent
+
+    def recording(block: TextBlock, event: QPaintEvent) -> None:
+        painted.append((block, event.rect().height()))
+        paint(block, event)
+
+    monkeypatch.setattr(TextBlock, "paintEvent", recording)
+    view.begin_reply("Model")
+    paragraph = PARAGRAPHS.split("\n\n")[0]
+    grown = 0
+    before = 0
+    for i in range(0, len(paragraph), 5):
+        painted.clear()
+        view.append_to_reply(paragraph[i : i + 5])
+        QApplication.processEvents()
+        (row,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+        label = row.label
+        grew, before = row.height() != before, row.height()
+        if not grew or label.height() < 4 * label.line_height():
+            continue
+        grown += 1
+        heights = [height for block, height in painted if block is label]
+        assert heights, "the grown paragraph was not painted"
+        assert max(heights) <= 2 * label.line_height() + 2, (heights, label.height())
+    assert grown >= 3
+
+
+def test_a_paragraph_that_closes_unchanged_is_not_laid_out_again(view: ChatView) -> None:
+    # As the next paragraph begins, the last one becomes final: its source gained the line
+    # break, its HTML did not, so its row keeps what it laid out and painted.
+    view.begin_reply("Model")
+    view.append_to_reply("Once upon a time a dragon lived in the hills.")
+    (first,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    renders = first.renders
+    view.append_to_reply("\n\nThe next")
+    view.append_to_reply(" day it flew.")
+    rows = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    assert len(rows) == 2
+    assert rows[0] is first
+    assert first.renders == renders
+    assert first.label.document.toPlainText() == "Once upon a time a dragon lived in the hills."
+    assert first.block is not None
+    assert first.block.source.endswith("\n")
+
+
+def test_a_reply_row_a_few_pixels_wider_paints_its_text_anew(qtbot: QtBot) -> None:
+    # A row alone (no view above it repainting all): a few pixels wider, its lines break
+    # elsewhere and its height stays, so only its width grew. Static contents would be
+    # given the added strip alone to paint; the text is painted whole.
+    window = QWidget()
+    qtbot.addWidget(window)
+    window.resize(600, 300)
+    row = TextRow(theme_for(QPalette()), "reply", window)
+    row.set_block(render_blocks(PARAGRAPHS.split("\n\n")[0][:400])[0])
+    row.resize(500, row.row_height(500))
+    window.show()
+    qtbot.waitExposed(window)
+    same_height = 0
+    for width in range(504, 560, 4):
+        height = row.height()
+        row.resize(width, row.row_height(width))
+        QApplication.processEvents()
+        same_height += row.height() == height
+        shown = QGuiApplication.primaryScreen().grabWindow(window.winId()).toImage()
+        assert shown == window.grab().toImage().convertToFormat(shown.format()), f"{width} px"
+    assert same_height > 3

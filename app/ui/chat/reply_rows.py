@@ -274,6 +274,11 @@ class ReplyRows:
     def append(self, text: str, *, bulk: bool = False, show_open: bool = True) -> None:
         """Show more of the reply (``bulk``, ``show_open``: see :meth:`BlockRows.feed`)."""
         self._parts.append(text)
+        if self._splitter.answering:
+            # The common update: any thinking is over, the piece is the answer's as it is.
+            if text:
+                self.answer.feed(text, bulk=bulk, show_open=show_open)
+            return
         self._apply(self._splitter.feed(text), bulk=bulk, show_open=show_open)
 
     def finish(self, *, timed: bool = True, bulk: bool = False) -> None:

@@ -108,6 +108,12 @@ class TextRow(ThemedRow):
             # alone, not the row and the stack beneath it first (a reply's text is not on a
             # card; a prompt's is, so its text stays see-through).
             self.label.setAutoFillBackground(True)
+            # Static: a reply's row and text grow downwards as lines are added, and what is
+            # above the new line stays where it was. Qt then paints the strip a resize adds,
+            # not the whole paragraph again with the row and the stack beneath it (a change of
+            # width repaints the text whole: TextBlock.resizeEvent).
+            self.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
+            self.label.setAttribute(Qt.WidgetAttribute.WA_StaticContents)
         if style in ("note", "error"):
             font = QFont(self.label.font())
             font.setItalic(True)
@@ -135,6 +141,17 @@ class TextRow(ThemedRow):
         self._natural = None
         shown = preview(text) if self.fold_button is not None and not self.expanded else None
         self.label.set_plain(text, shown=shown)
+
+    @override
+    def set_block(self, block: Block) -> bool:
+        old = self.block
+        if old is not None and block.kind == old.kind and block.html == old.html:
+            # What it shows is unchanged (a paragraph closing as the next begins: its source
+            # gained the line break, its HTML did not). Laying it out and painting it again
+            # would cost a whole paragraph's update for nothing.
+            self.block = block
+            return False
+        return super().set_block(block)
 
     @override
     def _render(self, typed: str | None = None) -> None:

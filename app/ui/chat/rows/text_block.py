@@ -135,6 +135,10 @@ class TextBlock(DocumentText):
     @override
     def resizeEvent(self, event: QResizeEvent) -> None:
         self._set_text_width(max(1, self.contentsRect().width()))
+        if event.oldSize().width() != event.size().width():
+            # The lines break anew. A block with static contents (a reply's: see TextRow) is
+            # otherwise given only the area a resize adds to paint.
+            self.update()
 
     @override
     def changeEvent(self, event: QEvent) -> None:
