@@ -142,7 +142,7 @@ or close depends on the character after it), a code span's backticks, an escape,
 bracket, an autolink's or an entity's beginning."""
 
 
-_PLAIN_ASCII = re.compile(r"[A-Za-z0-9 ,.?!':\-\"()/]*")
+_PLAIN_ASCII = re.compile("[A-Za-z0-9" + re.escape("".join(sorted(_TYPABLE))) + "]*")
 """The ASCII text that :func:`_reads_as_itself` takes, in one match (the common piece)."""
 
 
@@ -268,13 +268,13 @@ class MarkdownStream:
         block and the text its HTML grew by at the end of its text (in the HTML, a quote is
         ``&quot;``). That is plain text which, typed at the end of a document laid out from
         the old HTML in the format of the text before it, shows what the new HTML shows: no
-        double space (HTML folds it), and not
-        after an inline element's end (a cursor there carries on its format). The other open
-        blocks are as they were, and none is released: a typed word settles no held block.
+        double space (HTML folds it), and not after an inline element's end (a cursor there
+        carries on its format). The other open blocks are as they were, and none is
+        released: a typed word settles no held block.
 
         Returns:
-            The paragraph's new block and the text added to its HTML's; None if nothing was
-            taken (then :meth:`feed` the text).
+            The paragraph's new block and the text added (as text: a quote is itself); None
+            if nothing was taken (then :meth:`feed` the text).
         """
         typing = self._typing
         if typing is None or self._held_cr or typing.shown[-1] is not onto or "\r" in text:
