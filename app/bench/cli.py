@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +13,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from app.bench.chart import draw
+from app.bench.held import CannotHoldError, Held, hold
 from app.bench.plan import Plan, Setup
 from app.bench.report import table, write_json
 from app.bench.run import SECTIONS, run
@@ -48,7 +50,27 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--only", choices=SECTIONS, default=None, help="run one section alone (no chart)"
     )
+    parser.add_argument(
+        "--cpus",
+        type=float,
+        default=None,
+        help="hold the whole run (baselines too) to this many CPUs' time, by a cgroup's CPU "
+        "bandwidth, so that a fast machine's rates fall where a slower one's are (Linux)",
+    )
     args = parser.parse_args(list(argv))
+    with contextlib.ExitStack() as stack:
+        held: Held | None = None
+        if args.cpus is not None:
+            try:
+                held = stack.enter_context(hold(args.cpus))
+            except (CannotHoldError, ValueError) as error:
+                parser.error(f"--cpus: {error}")
+            print(f"held to {held.cpus} CPUs' time ({held.quota_us} us every {held.period_us} us)")
+        return _bench(args, held)
+
+
+def _bench(args: argparse.Namespace, held: Held | None) -> int:
+    """The run itself, once it is held where ``--cpus`` said."""
     qt = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(qt, QApplication)
     # As in the app (app/main.py): the run ends when its sections do, not when Qt sees the
@@ -73,6 +95,8 @@ def main(argv: Sequence[str]) -> int:
     finally:
         if args.trace is not None:
             TRACE.stop()
+    if held is not None:
+        doc["machine"]["held"] = held.facts()
     print(table(doc))
     if args.json is not None:
         write_json(doc, args.json)
