@@ -439,7 +439,8 @@ def _panel_alone_lines(doc: dict[str, Any]) -> list[str]:
     return [
         "",
         f"diagnostics panel, replies alternating: tok/s hidden {panel['tok_s_hidden']}, shown "
-        f"{panel['tok_s_shown']}; the UI thread's CPU per token hidden "
+        f"{panel['tok_s_shown']} (their medians' ratio {panel['ratio_of_medians']}; the pairs' "
+        f"{panel['pairs']}); the UI thread's CPU per token hidden "
         f"{panel['ui_ms_per_token_hidden']} ms, shown {panel['ui_ms_per_token_shown']} ms",
     ]
 
