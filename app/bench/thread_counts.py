@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.bench.bare import BareLoops
-from app.bench.measure import app_rate, ask
+from app.bench.measure import app_rate, app_threads, ask
 from app.bench.plan import STORY, Setup
 from app.bench.prefill import prefill_messages
 from app.engine import Backend, ChatMessage, GenerationSettings
@@ -99,7 +99,14 @@ async def _rounds(
 async def thread_counts(
     setup: Setup, window: MainWindow, loops: BareLoops, chosen: ThreadReport
 ) -> dict[str, Any]:
-    """The ``threads`` section; leaves the app on its ``chosen`` counts."""
+    """The ``threads`` section; leaves the app on the counts its worker holds at the end.
+
+    The rows' replies at the worker's own decode count are window replies like any other, so
+    they may refine its choice meanwhile (:func:`~app.engine.threads.next_decode_threads`):
+    the app is left where its worker's choice stands then, not where it stood at ``chosen``
+    (the worker, which counts only replies at the count it chose, would otherwise stop
+    counting any).
+    """
     counts = list(range(1, physical_cores() + 1))
     story: list[ChatMessage] = [{"role": "user", "content": STORY}]
     decode_tokens = loops.prompt_tokens(story)
@@ -134,7 +141,8 @@ async def thread_counts(
     try:
         runs = await _rounds(setup, counts, sides)
     finally:
-        _set_threads(window, chosen.n_threads, chosen.n_threads_batch)
+        now = app_threads(window)
+        _set_threads(window, now.n_threads, now.n_threads_batch)
     decode = {side: _medians(runs[side]) for side in ("native", "app")}
     prefill = {"eval": _medians(runs["eval"]), "app": _medians(runs["app_prefill"])}
     return {

@@ -25,6 +25,11 @@ class _Arrivals(QObject):
     arrived = Signal()
 
 
+EARLY = 1 / 8
+"""How early, as a share of a frame, a piece may come and still be shown at once as its
+frame's (:class:`FramePump`): updates come at least ``1 - EARLY`` of a frame apart."""
+
+
 class FramePump(QObject):
     """Moves reply text from the queue to the view at the screen's pace, whatever the token rate.
 
@@ -63,7 +68,7 @@ class FramePump(QObject):
     ) -> None:
         super().__init__()
         self._frame_interval = frame_interval
-        self._slack = frame_interval / 8
+        self._slack = frame_interval * EARLY
         """A piece within an eighth of a frame of its frame is shown at once: waiting two
         milliseconds for the clock would cost a second wake-up."""
         self.on_clock = on_clock
@@ -153,7 +158,7 @@ class FramePump(QObject):
     @frame_interval.setter
     def frame_interval(self, seconds: float) -> None:
         self._frame_interval = seconds
-        self._slack = seconds / 8
+        self._slack = seconds * EARLY
 
     def _set_clock(self, at: float, *, frame: bool = True) -> None:
         # Whole milliseconds, rounded down: a frame shown a fraction of a millisecond early

@@ -506,6 +506,8 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
         assert paced["tok_s"] > 0
     assert cost["replies"] == plan.window_cost_replies
     assert 0 <= cost["least_wait_ms_p95"] <= 1000 / 60  # a frame's wait is always possible
+    # Updates allowed closer together can only wait less.
+    assert 0 <= cost["least_wait_ms_p95_pump_spacing"] <= cost["least_wait_ms_p95"]
     update = cost["update_cost"]
     assert update["updates"] > 10  # the story reply's text, two pieces an update
     assert update["back_to_back_ms"] > 0

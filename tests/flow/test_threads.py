@@ -339,6 +339,18 @@ def test_a_count_is_tried_while_streaming_only_if_its_calibration_could_beat_the
     assert next_decode_threads(idle, {}, 2) == 2
 
 
+def test_counts_the_calibration_could_not_tell_apart_are_each_tried_while_streaming() -> None:
+    # Within 3 % of each other alone: the calibration chose the fewer threads, and two
+    # threads' 148 could not beat one's streaming 145 by the rule above; tied, it is tried.
+    idle = {1: 152.0, 2: 148.0}
+    assert next_decode_threads(idle, {1: 145.0}, 1) == 2
+    # Two streamed more than 3 % faster: kept. Within 3 %: back to the calibration's one.
+    assert next_decode_threads(idle, {1: 145.0, 2: 157.0}, 2) == 2
+    assert next_decode_threads(idle, {1: 145.0, 2: 147.0}, 2) == 1
+    # A count more than 3 % slower alone, which cannot beat the streaming rate either, is not.
+    assert next_decode_threads({1: 152.0, 2: 140.0}, {1: 145.0}, 1) == 1
+
+
 def test_streaming_rates_are_kept_with_the_measurement(tmp_path: Path) -> None:
     choices = ThreadChoices(tmp_path)
     choices.put("k", Measured(2, {1: 50.0, 2: 95.5}, {2: 80.25}))
