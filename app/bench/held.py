@@ -8,15 +8,15 @@ decode threads, the UI thread and the bare baselines' child process (started lat
 too) share it, side by side in one run as the bench compares them.
 
 It is not a slower CPU, and measured on this project's VM (2026-12-06, ``--only window_cost``)
-it does not stand in for one here: the app measures its decode threads and, held to 0.8 or
-1.3 CPUs, chose one, which a share above one CPU does not slow (1.3: 124.7 tokens/s, as
-unheld); forced to two (``--threads 2``), OpenMP's threads spin at each barrier on the
-group's time, so 1.3 CPUs decoded at 52 tokens/s (50 with a 1 ms period) where the
-native loop's rate times 0.65 would be 92, and the group's waits for its next period showed
-in the UI thread (loop lag p95 3.3 ms, 6.9 with 1 ms, against 0.2 unheld). Within a period the
-threads run at full speed and then wait together, so a wake-up that lands in the wait is late
-by up to the rest of the period. The run records the hold in its ``machine`` figures, so that
-no one reads its figures as the machine's own.
+it does not stand in for one here: the app measures its decode threads and, held to 0.8 or 1.3
+CPUs, chose one, which a share above one CPU barely slows (1.3: 124.7 tokens/s, against 142-146
+on one thread unheld, where two give 157-164); forced to two (``--threads 2``), OpenMP's threads
+spin at each barrier on the group's time, so 1.3 CPUs decoded at 52 tokens/s (50 with a 1 ms
+period) where the native loop's rate times 0.65 would be 92, and the group's waits for its next
+period showed in the UI thread (loop lag p95 3.3 ms, 6.9 with 1 ms, against 0.2 unheld). Within
+a period the threads run at full speed and then wait together, so a wake-up that lands in the
+wait is late by up to the rest of the period. The run records the hold in its ``machine``
+figures, so that no one reads its figures as the machine's own.
 
 Linux only, and only where this process may make a cgroup: cgroup v1's ``cpu`` controller
 written by root (as on this project's VMs), or cgroup v2 where the process's own cgroup is
