@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -96,7 +97,7 @@ def _bench(args: argparse.Namespace, held: Held | None) -> int:
         if args.trace is not None:
             TRACE.stop()
     if held is not None:
-        doc["machine"]["held"] = held.facts()
+        doc["machine"]["held"] = dataclasses.asdict(held)
     print(table(doc))
     if args.json is not None:
         write_json(doc, args.json)

@@ -51,15 +51,6 @@ class Held:
     quota_us: int
     cgroup: str
 
-    def facts(self) -> dict[str, object]:
-        """The hold as the JSON records it."""
-        return {
-            "cpus": self.cpus,
-            "period_us": self.period_us,
-            "quota_us": self.quota_us,
-            "cgroup": self.cgroup,
-        }
-
 
 def _own_cgroup(controller: str | None) -> str | None:
     """This process's cgroup path for ``controller`` (v1), or its unified one (``None``)."""
@@ -75,8 +66,10 @@ def _own_cgroup(controller: str | None) -> str | None:
 def _v1_cpu_folder() -> Path | None:
     """The v1 ``cpu`` controller's folder for this process, where v1 mounts it."""
     own = _own_cgroup("cpu")
+    if own is None:
+        return None
     for mount in (CGROUP_ROOT / "cpu", CGROUP_ROOT / "cpu,cpuacct"):
-        if own is not None and (mount / "cpu.cfs_quota_us").exists():
+        if (mount / "cpu.cfs_quota_us").exists():
             return mount / own.lstrip("/")
     return None
 

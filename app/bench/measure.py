@@ -229,12 +229,12 @@ async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
             ui_ms[shown].append((read_threads().ui - before) * 1000 / pieces)
     window.diagnostics_dock.hide()
     pairs = Pairs(reference=rates[False], app=rates[True])
-    hidden, shown_rate = statistics.median(rates[False]), statistics.median(rates[True])
+    hidden_rate, shown_rate = statistics.median(rates[False]), statistics.median(rates[True])
     return {
-        "tok_s_hidden": round(hidden, 2),
+        "tok_s_hidden": round(hidden_rate, 2),
         "tok_s_shown": round(shown_rate, 2),
         **{k: v for k, v in pairs.figures("hidden").items() if not k.endswith("_tok_s")},
-        "ratio_of_medians": round(shown_rate / hidden, 4),
+        "ratio_of_medians": round(shown_rate / hidden_rate, 4),
         "ui_ms_per_token_hidden": round(statistics.median(ui_ms[False]), 3),
         "ui_ms_per_token_shown": round(statistics.median(ui_ms[True]), 3),
         "loop_lag_ms_hidden": summary(lags[False]),

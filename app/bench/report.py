@@ -470,6 +470,7 @@ def _window_cost_lines(doc: dict[str, Any]) -> list[str]:
             f"| {row['token_to_screen_ms_p95']} | {row['loop_lag_ms_p95']} "
             f"| {row['decode_busy']} | {row['tok_s']} |"
         )
+    # 7/8: 1 - app.flow.pump.EARLY, written out (the report is read without Qt: make gpu-check).
     lines.append(
         "the least token to screen p95 any pacing of one update a frame could reach on the "
         f"app's replies' arrivals, knowing them in advance, updates costing nothing: "

@@ -164,13 +164,13 @@ async def window_cost_section(setup: Setup, window: MainWindow) -> dict[str, Any
         session.metrics.loop_lag_ms = Distribution()
         session.metrics.arrivals = None
     same = kinds.get("same_priority")
-    frame = window.session.frame_interval
+    frame = session.frame_interval
     reply = session.conversation.messages[-1].content  # the last story reply, as shown
     rounds = min(UPDATE_COST_ROUNDS, setup.plan.window_cost_replies)
     return (
         kinds["app"].figures()
         | {
-            "update_cost": await update_cost(reply, session.frame_interval, rounds),
+            "update_cost": await update_cost(reply, frame, rounds),
             "least_wait_ms_p95": round(least_p95_wait(arrivals, frame), 2),
             "least_wait_ms_p95_pump_spacing": round(
                 least_p95_wait(arrivals, frame * (1 - EARLY)), 2

@@ -112,8 +112,8 @@ def next_decode_threads(idle: dict[int, float], streaming: dict[int, float], cur
     within 3 % of the current count's: the calibration's few seconds cannot tell such counts
     apart (on a 2-core VM, two threads calibrated at 145.6 tokens/s against one's 149.3, and
     while the window streamed two decoded at 157 against one's 144-145, 2026-12-06), so the
-    replies do. Once counts have streamed,
-    the calibration's choice is kept unless another count streams more than 3 % faster.
+    replies do. Once counts have streamed, the calibration's choice is kept unless another
+    count streams more than 3 % faster.
 
     Args:
         idle: the calibration's tokens per second, by count.
