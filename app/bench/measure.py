@@ -213,21 +213,29 @@ async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
 
     Besides the rates (noisy: the machine's own moves by a tenth between runs), what the UI
     thread spent per piece shown, from the kernel's account of its CPU time: the panel's cost
-    itself, which the rates show only through what it takes from decoding.
+    itself, which the rates show only through what it takes from decoding. And the pace the
+    timeline chose here: its redraws a second while shown, and what one cost (its redraw and
+    paint, the UI thread's CPU time, as the timeline measures it).
     """
     metrics = window.session.metrics
+    timeline = window.diagnostics.timeline
     rates: dict[bool, list[float]] = {False: [], True: []}
     ui_ms: dict[bool, list[float]] = {False: [], True: []}
     lags: dict[bool, Distribution] = {False: Distribution(), True: Distribution()}
+    redraws, shown_s = 0, 0.0
     for round_ in range(setup.plan.panel_pairs):
         for shown in (False, True) if round_ % 2 == 0 else (True, False):
             window.diagnostics_dock.setVisible(shown)
             metrics.loop_lag_ms = lags[shown]  # the frame timer's lateness, as the app sees it
-            before = read_threads().ui
+            before, drawn, began = read_threads().ui, timeline.redraws, time.perf_counter()
             rates[shown].append(await app_rate(window))
+            if shown:
+                redraws += timeline.redraws - drawn
+                shown_s += time.perf_counter() - began
             pieces = max(1, metrics.reply.pieces_shown)
             ui_ms[shown].append((read_threads().ui - before) * 1000 / pieces)
     window.diagnostics_dock.hide()
+    redraw_cost = timeline.pace.cost
     pairs = Pairs(reference=rates[False], app=rates[True])
     hidden_rate, shown_rate = statistics.median(rates[False]), statistics.median(rates[True])
     return {
@@ -239,6 +247,9 @@ async def diagnostics_cost(setup: Setup, window: MainWindow) -> dict[str, Any]:
         "ui_ms_per_token_shown": round(statistics.median(ui_ms[True]), 3),
         "loop_lag_ms_hidden": summary(lags[False]),
         "loop_lag_ms_shown": summary(lags[True]),
+        # The timeline's pace (:data:`~app.ui.timeline.timeline.REDRAW_SHARE`) on this machine.
+        "timeline_redraws_per_s": round(redraws / shown_s, 2) if shown_s else None,
+        "timeline_ms_per_redraw": round(redraw_cost * 1000, 3) if redraw_cost else None,
     }
 
 

@@ -441,7 +441,9 @@ def _panel_alone_lines(doc: dict[str, Any]) -> list[str]:
         f"diagnostics panel, replies alternating: tok/s hidden {panel['tok_s_hidden']}, shown "
         f"{panel['tok_s_shown']} (their medians' ratio {panel['ratio_of_medians']}; the pairs' "
         f"{panel['pairs']}); the UI thread's CPU per token hidden "
-        f"{panel['ui_ms_per_token_hidden']} ms, shown {panel['ui_ms_per_token_shown']} ms",
+        f"{panel['ui_ms_per_token_hidden']} ms, shown {panel['ui_ms_per_token_shown']} ms; "
+        f"the timeline redrawn {panel.get('timeline_redraws_per_s')} times a second at "
+        f"{panel.get('timeline_ms_per_redraw')} ms each",
     ]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QEvent, QObject, QPointF, QRectF
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
@@ -41,7 +41,7 @@ from app.ui.timeline.marks import NAME_GAP_PX
 from app.ui.timeline.plots import fitted_top, round_top
 from app.ui.timeline.series import AT, TOKENS, SampleSeries
 from app.ui.timeline.style import marker_pen
-from app.ui.timeline.timeline import LANES, WINDOW_SECONDS, Timeline
+from app.ui.timeline.timeline import LANES, REDRAW_MOST_S, WINDOW_SECONDS, Timeline
 from app.ui.timeline.trace_recording import TraceRecording
 
 STEP = 0.125
@@ -59,7 +59,9 @@ def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[str]:
 
 @pytest.fixture
 def timeline(qtbot: QtBot, theme: str) -> Timeline:
-    widget = Timeline(FlowMetrics(queue_bound=16))
+    # Redrawn at every reading: these tests check what a reading draws (the pace is tested
+    # on its own, below).
+    widget = Timeline(FlowMetrics(queue_bound=16), redraw_share=1.0)
     qtbot.addWidget(widget)
     widget.resize(480, 420)
     widget.show()
@@ -350,6 +352,57 @@ def test_a_quiet_timeline_stops_redrawing(timeline: Timeline, qtbot: QtBot) -> N
     assert timeline.redraws == redraws + 1
 
 
+def test_a_dear_redraw_is_drawn_less_often_than_read(qtbot: QtBot) -> None:
+    # A share no redraw can keep within: the plots wait the longest they may between
+    # redraws, while every reading is kept (and drawn at the next redraw).
+    widget = Timeline(FlowMetrics(queue_bound=8), redraw_share=1e-6)
+    qtbot.addWidget(widget)
+    widget.resize(480, 420)
+    widget.show()
+    qtbot.waitExposed(widget)
+    m = widget.metrics
+    start = time.perf_counter() + 1
+    m.reply = ReplyFigures(sent_at=start, first_shown_at=start)
+    drawn: list[float] = []
+    for step in range(1, 51):  # ten seconds of readings, a fifth of a second apart
+        m.reply.pieces_shown += 20
+        redraws = widget.redraws
+        widget.tick(start + step * 0.2)
+        QApplication.processEvents()  # the window paints what the redraw changed
+        if widget.redraws > redraws:
+            drawn.append(step * 0.2)
+    assert widget.graphics.painted_s > 0  # the paints are counted in the cost
+    assert widget.pace.cost is not None
+    assert widget.pace.cost > 0
+    assert widget.pace.gap == REDRAW_MOST_S
+    assert len(drawn) == 10
+    assert np.allclose(np.diff(drawn), REDRAW_MOST_S)
+    # Drawn: the reading at show, and every reading up to the last redraw's, which is now.
+    ago, _ = curve(widget.view.tokens_curve)
+    assert len(ago) == 1 + round(drawn[-1] / 0.2)
+    assert ago[-1] == 0
+    assert len(widget.series) == 1 + 50  # and the readings since, kept for the next redraw
+    # The hover line reads the picture drawn: its newest point is "now".
+    widget.hover_at(0.0)
+    assert widget.hover_text.startswith("0.0 s ago")
+
+
+def test_a_cheap_redraw_is_drawn_at_every_reading(qtbot: QtBot) -> None:
+    widget = Timeline(FlowMetrics(queue_bound=8))  # the app's share
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    m = widget.metrics
+    start = time.perf_counter() + 1
+    m.reply = ReplyFigures(sent_at=start, first_shown_at=start)
+    redraws = widget.redraws
+    for step in range(1, 11):
+        m.reply.pieces_shown += 20
+        widget.pace.cost = 0.0002  # what each redraw measures, the fast machine's
+        widget.tick(start + step * 0.2)
+    assert widget.redraws == redraws + 10
+
+
 def test_a_hidden_timeline_never_redraws(timeline: Timeline, qtbot: QtBot) -> None:
     timeline.hide()
     redraws = timeline.redraws
@@ -455,6 +508,48 @@ def test_the_panel_shows_prompt_and_cache_figures_and_holds_the_timeline(
     assert panel.values["cache"].text() == "3 entries, 48 MB; 5 hits, 2 misses; 7.2 s saved"
     panel.hide()
     assert not panel.timeline.sampling
+
+
+def test_a_new_figure_lays_the_panel_out_again_only_when_it_needs_another_size(
+    qtbot: QtBot,
+) -> None:
+    metrics = FlowMetrics(queue_bound=8)
+    panel = DiagnosticsPanel(metrics)
+    qtbot.addWidget(panel)
+    panel.resize(320, 800)
+    panel.show()
+    qtbot.waitExposed(panel)
+    holder, label = panel.holders["cache"], panel.values["cache"]
+    holder.set_text("3 entries, 48 MB; 9 hits")  # the first value (after NO_VALUE) may ask
+    qtbot.waitUntil(lambda: label.width() > 0)
+    QApplication.processEvents()
+    requests = LayoutRequests()
+    panel.installEventFilter(requests)
+    relayouts, height = holder.relayouts, label.height()
+    for hits in range(10, 20):  # a streaming reply's figures: other digits, the same size
+        holder.set_text(f"3 entries, 48 MB; {hits} hits")
+        QApplication.processEvents()
+    assert holder.relayouts == relayouts
+    assert requests.count == 0  # the panel (and the window above it) was not laid out again
+    assert label.text() == "3 entries, 48 MB; 19 hits"
+    # A value that wraps onto more lines does ask, and its row grows.
+    holder.set_text("3 entries, 48 MB; 5 hits, 2 misses; 7.2 s saved")
+    assert holder.relayouts == relayouts + 1
+    qtbot.waitUntil(lambda: label.height() > height)
+    assert label.height() >= label.heightForWidth(label.width())
+
+
+class LayoutRequests(QObject):
+    """Counts the layout requests that reach the object it filters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
 
 
 class Window(QWidget):

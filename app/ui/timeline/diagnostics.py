@@ -6,8 +6,9 @@ import math
 from typing import Final
 
 import numpy as np
-from PySide6.QtCore import QCoreApplication, Slot
-from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QCoreApplication, QSize, Qt, Slot
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.flow.metrics import Distribution, FlowMetrics
 from app.sentence import QT_TRANSLATE_NOOP, size_text
@@ -87,6 +88,68 @@ class RecentPercentiles:
         return float(self._values.max()) if len(self._values) else math.nan
 
 
+class FigureHolder(QWidget):
+    """Holds a figure's label, so that a new value lays the window out again only when it must.
+
+    A label asks its parent's layout again at every new text (``QWidget::updateGeometry``),
+    and a word-wrapped one in the panel's grid had the grid, the panel, the dock and the main
+    window laid out again four times a second while a reply streamed: 2-3 ms a second of the
+    UI thread on a two-core VM whose cores both decode, taken from the model. Here the label's
+    parent has no layout (the holder places it); the holder asks its own layout again only
+    when the label's height at its width, or its least width, changed.
+
+    Args:
+        label: the figure's label (word-wrapped); the holder becomes its parent.
+    """
+
+    def __init__(self, label: QLabel) -> None:
+        super().__init__()
+        self.label = label
+        label.setParent(self)
+        policy = QSizePolicy(label.sizePolicy())
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+        self._shape = (-1, -1)
+        self.relayouts = 0
+        """How many new values asked the layout again (the tests count them)."""
+
+    def hasHeightForWidth(self) -> bool:
+        """The label wraps: its height follows its width."""
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        """The label's height at ``width``."""
+        return self.label.heightForWidth(width)
+
+    def sizeHint(self) -> QSize:
+        """The label's."""
+        return self.label.sizeHint()
+
+    def minimumSizeHint(self) -> QSize:
+        """The label's."""
+        return self.label.minimumSizeHint()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """The label fills the holder."""
+        self.label.setGeometry(self.rect())
+        self._shape = self._measure()
+        super().resizeEvent(event)
+
+    def set_text(self, text: str) -> None:
+        """Show ``text``; the layout is asked again only if the label now needs another size."""
+        if text == self.label.text():
+            return
+        self.label.setText(text)
+        shape = self._measure()
+        if shape != self._shape:
+            self._shape = shape
+            self.relayouts += 1
+            self.updateGeometry()
+
+    def _measure(self) -> tuple[int, int]:
+        return self.label.minimumSizeHint().width(), self.label.heightForWidth(self.width())
+
+
 class DiagnosticsPanel(QWidget):
     """Shows :class:`FlowMetrics`: the figures, and under them the live :class:`Timeline`.
 
@@ -102,17 +165,25 @@ class DiagnosticsPanel(QWidget):
         self._lags = RecentPercentiles()
         self._frames = RecentPercentiles()
         figures = QWidget()
-        form = QFormLayout(figures)
-        form.setContentsMargins(0, 0, 0, 0)
+        # A grid, not a QFormLayout: a form lays a wrapped value out at a width other than the
+        # one it gives it, so a figure of a few lines was cut to one or two (a long prompt
+        # cache's, at a dock's usual width).
+        grid = QGridLayout(figures)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setColumnStretch(1, 1)
         self.values: dict[str, QLabel] = {}
+        self.holders: dict[str, FigureHolder] = {}
         self.titles: dict[str, QLabel] = {}
-        for key, _ in ROWS:
+        for row, (key, _) in enumerate(ROWS):
             label = QLabel(NO_VALUE)
             label.setObjectName(f"diag_{key}")
             label.setWordWrap(True)
             self.values[key] = label
+            self.holders[key] = FigureHolder(label)
             self.titles[key] = QLabel()
-            form.addRow(self.titles[key], label)
+            self.titles[key].setBuddy(label)
+            grid.addWidget(self.titles[key], row, 0, Qt.AlignmentFlag.AlignTop)
+            grid.addWidget(self.holders[key], row, 1)
         self.timeline = Timeline(metrics)
         layout = QVBoxLayout(self)
         layout.addWidget(figures)
@@ -136,21 +207,21 @@ class DiagnosticsPanel(QWidget):
         rate = m.reply.tokens_per_s
         self._lags.read(m.loop_lag_ms)
         self._frames.read(m.frame_cost_ms)
-        v = self.values
-        v["tokens"].setText(f"{rate:.1f}" if rate is not None else NO_VALUE)
-        v["first"].setText(_ms(m.reply.time_to_first_piece_ms))
-        v["queue"].setText(f"{m.queue_depth} / {m.queue_max} / {m.queue_bound}")
-        v["backpressure"].setText(f"{m.backpressure_waits} ({m.backpressure_ms:.0f} ms)")
-        v["frame"].setText(f"{_ms(m.frame_cost_ms.last)} / {_ms(self._frames.percentile(95))}")
-        v["lag"].setText(f"{_ms(self._lags.percentile(99))} / {_ms(self._lags.max)}")
-        v["stop"].setText(_ms(m.stop_latency_ms.last))
-        v["prompt"].setText(self._prompt_text())
-        v["prefill"].setText(self._prefill_text())
-        v["python"].setText(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
-        v["guesses"].setText(self._guesses_text())
-        v["cache"].setText(self._cache_text())
-        v["threads"].setText(m.threads or NO_VALUE)
-        v["device"].setText(self._device_text())
+        v = {key: holder.set_text for key, holder in self.holders.items()}
+        v["tokens"](f"{rate:.1f}" if rate is not None else NO_VALUE)
+        v["first"](_ms(m.reply.time_to_first_piece_ms))
+        v["queue"](f"{m.queue_depth} / {m.queue_max} / {m.queue_bound}")
+        v["backpressure"](f"{m.backpressure_waits} ({m.backpressure_ms:.0f} ms)")
+        v["frame"](f"{_ms(m.frame_cost_ms.last)} / {_ms(self._frames.percentile(95))}")
+        v["lag"](f"{_ms(self._lags.percentile(99))} / {_ms(self._lags.max)}")
+        v["stop"](_ms(m.stop_latency_ms.last))
+        v["prompt"](self._prompt_text())
+        v["prefill"](self._prefill_text())
+        v["python"](_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
+        v["guesses"](self._guesses_text())
+        v["cache"](self._cache_text())
+        v["threads"](m.threads or NO_VALUE)
+        v["device"](self._device_text())
 
     def _device_text(self) -> str:
         m = self._metrics

@@ -2,16 +2,19 @@
 
 Drawn with pyqtgraph (made for live data in Qt). It reads :class:`FlowMetrics` through a
 :class:`FlowSampler` on a timer that runs only while the timeline is shown, so a closed
-diagnostics panel costs the flow nothing. While shown, a reading and its repaint cost the UI
-thread about 2.5 ms (the GIL it holds meanwhile is time the worker's Python waits): the
-plots are built once (:mod:`app.ui.timeline.plots`), the readings kept in preallocated
-arrays (:mod:`app.ui.timeline.series`), and the reply's moments painted by two items
-(:mod:`app.ui.timeline.marks`) on a time axis that does not move.
+diagnostics panel costs the flow nothing. While shown, a redraw and its repaint cost the UI
+thread about 2.5 ms on a slow two-core machine (the GIL it holds meanwhile is time the
+worker's Python waits): the plots are built once (:mod:`app.ui.timeline.plots`), the
+readings kept in preallocated arrays (:mod:`app.ui.timeline.series`), and the reply's
+moments painted by two items (:mod:`app.ui.timeline.marks`) on a time axis that does not
+move. The readings come five times a second; the redraws as often as their measured cost
+allows within :data:`REDRAW_SHARE` of the UI thread (:class:`~app.flow.pacing.SharePace`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Final
 
 import numpy as np
@@ -20,19 +23,37 @@ from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.flow.metrics import FlowEvent, FlowMetrics, FlowSample, FlowSampler
+from app.flow.pacing import SharePace
 from app.flow.words import say_sentence
 from app.ui.timeline.marks import LANES, marker_pens, moment_name
 from app.ui.timeline.plots import FRAME_BUDGET_MS, WINDOW_SECONDS, TimelinePlots
 from app.ui.timeline.series import AT, BOUND, DEPTH, FRAME, KEPT, LAG, TOKENS, SampleSeries
 from app.ui.timeline.style import SeriesColors, colors_for
 
-__all__ = ["FRAME_BUDGET_MS", "LANES", "SAMPLE_INTERVAL_MS", "WINDOW_SECONDS", "Timeline"]
+__all__ = [
+    "FRAME_BUDGET_MS",
+    "LANES",
+    "REDRAW_SHARE",
+    "SAMPLE_INTERVAL_MS",
+    "WINDOW_SECONDS",
+    "Timeline",
+]
 
 SAMPLE_INTERVAL_MS: Final = 200
-"""5 readings a second: smooth enough to watch a half-minute scroll by. Each reading and its
-repaint cost the UI thread about 2.5 ms, holding the GIL (measured on a two-core machine
-whose both cores decode, where the shown panel costs the reply a few per cent of its
-tokens/s; on a machine with a core to spare, nothing measurable)."""
+"""5 readings a second: smooth enough to watch a half-minute scroll by, and the plots' and
+the hover line's resolution. Redrawn at most as often."""
+
+REDRAW_SHARE: Final = 0.005
+"""The most of the UI thread's time the timeline's redraws and their paints may take: 5 ms
+a second. Where a redraw costs more than a millisecond, the plots are redrawn less often than
+they are read. Measured on a two-core AMD EPYC VM whose both cores decode (2026-12-06), a
+redraw and its paint cost the UI thread 2.4-3.5 ms: at five a second the shown panel took
+21-25 ms a second of it, 2-2.5 % of the decode threads' time, and the rate fell more than
+that; at two a second, 9-14 ms. On a machine where a redraw costs a millisecond or less the
+plots move five times a second."""
+
+REDRAW_MOST_S: Final = 1.0
+"""The longest the plots wait for a redraw while something moves, whatever it costs."""
 
 HOVER_REACH_S: Final = 0.4
 """How near (seconds) the pointer must be to a marker for the hover text to name it."""
@@ -54,9 +75,18 @@ class Timeline(QWidget):
     Args:
         metrics: the figures to follow.
         parent: the owning widget.
+        redraw_share: the most of the UI thread's time redraws may take
+            (:data:`REDRAW_SHARE`; 1.0 redraws at every reading, as the tests that check
+            what a reading draws ask).
     """
 
-    def __init__(self, metrics: FlowMetrics, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        metrics: FlowMetrics,
+        parent: QWidget | None = None,
+        *,
+        redraw_share: float = REDRAW_SHARE,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("timeline")
         self.metrics = metrics
@@ -66,10 +96,15 @@ class Timeline(QWidget):
         self._timer.setInterval(SAMPLE_INTERVAL_MS)
         self._timer.timeout.connect(self.tick)
         self._now = 0.0
+        """The time of the reading the plots show (their x is seconds before it)."""
         self._active_at = -math.inf
         self._drawn_idle = False
         self.redraws = 0
         """How many times the plots were redrawn (a quiet, idle timeline stops redrawing)."""
+        self.pace = SharePace(redraw_share, REDRAW_MOST_S, step=SAMPLE_INTERVAL_MS / 1000)
+        """When the next redraw is due: its cost is the redraw's and its paint's CPU time."""
+        self._redraw_s = 0.0
+        self._painted_mark = 0.0
         self._hover_x: float | None = None
         self.events: list[FlowEvent] = []
         """The moments in view (marked with a line, named in the lane if it has room)."""
@@ -119,9 +154,9 @@ class Timeline(QWidget):
     # -- sampling, only while shown -----------------------------------------------------------
 
     def showEvent(self, event: QShowEvent) -> None:
-        """Start sampling, at once."""
+        """Start sampling, at once, and draw what is there whatever the pace."""
         super().showEvent(event)
-        self.tick()
+        self.tick(force=True)
         self._timer.start()
 
     def hideEvent(self, event: QHideEvent) -> None:
@@ -135,11 +170,15 @@ class Timeline(QWidget):
         return self._timer.isActive()
 
     @Slot()
-    def tick(self, now: float | None = None) -> None:
-        """Take a reading and redraw (the timer calls this while the timeline is shown)."""
+    def tick(self, now: float | None = None, *, force: bool = False) -> None:
+        """Take a reading and redraw when due (the timer calls this while shown).
+
+        Args:
+            now: the reading's time (``time.perf_counter()`` when None).
+            force: redraw whatever the pace (the timeline was just shown).
+        """
         sample = self.sampler.sample(now)
         self.series.append(sample)
-        self._now = sample.at
         events = self.metrics.events
         if (
             sample.tokens_per_s > 0
@@ -155,11 +194,27 @@ class Timeline(QWidget):
             return  # what a reading taken while hidden shows is drawn when shown
         if sample.at - self._active_at > WINDOW_SECONDS + 1:
             # Nothing has moved for longer than the plots show: they are flat; stop
-            # repainting them (what the hover line says cannot change either).
-            if self._drawn_idle:
+            # repainting them (what the hover line says cannot change either), once they
+            # show it, whatever the pace.
+            if self._drawn_idle and not force:
                 return
             self._drawn_idle = True
+            force = True
+        if force or self.pace.due(sample.at):
+            self._draw(sample.at)
+
+    def _draw(self, at: float) -> None:
+        """Redraw at the reading of ``at``, measuring what the last redraw cost."""
+        painted = self.graphics.painted_s
+        # The last redraw's cost is known now: its own time, and its paint's (done since,
+        # in the window's paint; with any repaint the pointer caused).
+        cost = self._redraw_s + painted - self._painted_mark if self.redraws else None
+        self.pace.ran(at, cost)
+        began = time.thread_time()
+        self._now = at
         self.redraw()
+        self._redraw_s = time.thread_time() - began
+        self._painted_mark = painted
 
     def redraw(self) -> None:
         """Draw the kept readings and moments against the time of the latest reading.
