@@ -67,7 +67,7 @@ class _Curve(pg.PlotCurveItem):  # type: ignore[misc]
 
 
 class _Graphics(pg.GraphicsLayoutWidget):  # type: ignore[misc]
-    """The plots' view, which counts the UI thread's CPU time its paints take.
+    """The plots' view, which measures the UI thread's CPU time its paint takes.
 
     A redraw only feeds the items; the plots are painted later, in the window's next paint,
     and that is most of what a redraw costs (the timeline paces its redraws by the sum).
@@ -75,14 +75,16 @@ class _Graphics(pg.GraphicsLayoutWidget):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
-        self.painted_s = 0.0
-        """The thread's CPU seconds spent painting the plots, all told."""
+        self.paint_s: float | None = None
+        """The thread's CPU seconds of the first paint since this was last set to None (the
+        timeline does at each redraw: the pointer's moves repaint too, and are not counted)."""
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        """Paint as pyqtgraph does, counting the time."""
+        """Paint as pyqtgraph does, measuring the time."""
         began = time.thread_time()
         super().paintEvent(event)
-        self.painted_s += time.thread_time() - began
+        if self.paint_s is None:
+            self.paint_s = time.thread_time() - began
 
 
 class _ValueAxis(pg.AxisItem):  # type: ignore[misc]

@@ -104,7 +104,6 @@ class Timeline(QWidget):
         self.pace = SharePace(redraw_share, REDRAW_MOST_S, step=SAMPLE_INTERVAL_MS / 1000)
         """When the next redraw is due: its cost is the redraw's and its paint's CPU time."""
         self._redraw_s = 0.0
-        self._painted_mark = 0.0
         self._hover_x: float | None = None
         self.events: list[FlowEvent] = []
         """The moments in view (marked with a line, named in the lane if it has room)."""
@@ -205,16 +204,16 @@ class Timeline(QWidget):
 
     def _draw(self, at: float) -> None:
         """Redraw at the reading of ``at``, measuring what the last redraw cost."""
-        painted = self.graphics.painted_s
-        # The last redraw's cost is known now: its own time, and its paint's (done since,
-        # in the window's paint; with any repaint the pointer caused).
-        cost = self._redraw_s + painted - self._painted_mark if self.redraws else None
+        graphics = self.graphics
+        # The last redraw's cost is known now: its own time, and its paint's (done since, in
+        # the window's paint).
+        cost = self._redraw_s + (graphics.paint_s or 0.0) if self.redraws else None
         self.pace.ran(at, cost)
         began = time.thread_time()
         self._now = at
         self.redraw()
         self._redraw_s = time.thread_time() - began
-        self._painted_mark = painted
+        graphics.paint_s = None
 
     def redraw(self) -> None:
         """Draw the kept readings and moments against the time of the latest reading.
