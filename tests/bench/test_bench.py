@@ -624,6 +624,8 @@ def check_panel(panel: dict[str, Any]) -> None:
     assert panel["ratio_ci"][0] <= panel["ratio"] <= panel["ratio_ci"][1]
     shown_over_hidden = panel["tok_s_shown"] / panel["tok_s_hidden"]
     assert panel["ratio_of_medians"] == pytest.approx(shown_over_hidden, rel=1e-3)
+    # The timeline's pace on this machine (its redraws while shown, what one cost), if known.
+    assert {"timeline_redraws_per_s", "timeline_ms_per_redraw"} <= set(panel)
 
 
 def test_the_panel_ratio_holds_on_a_machine_that_slows_down_reply_by_reply(
@@ -640,10 +642,18 @@ def test_the_panel_ratio_holds_on_a_machine_that_slows_down_reply_by_reply(
     dock.setVisible = lambda shown: setattr(dock, "shown", shown)
     dock.hide = lambda: setattr(dock, "shown", False)
     metrics = SimpleNamespace(loop_lag_ms=None, reply=SimpleNamespace(pieces_shown=100))
-    window = SimpleNamespace(diagnostics_dock=dock, session=SimpleNamespace(metrics=metrics))
+    # The timeline's pace as the section reads it: redraws counted, a redraw's cost.
+    timeline = SimpleNamespace(redraws=0, pace=SimpleNamespace(cost=0.003))
+    window = SimpleNamespace(
+        diagnostics_dock=dock,
+        diagnostics=SimpleNamespace(timeline=timeline),
+        session=SimpleNamespace(metrics=metrics),
+    )
 
     async def rate(_window: object) -> float:
         dock.order.append(dock.shown)
+        if dock.shown:
+            timeline.redraws += 2
         return 100.0 * 0.99 ** len(dock.order) * (0.98 if dock.shown else 1.0)
 
     monkeypatch.setattr(measure, "app_rate", rate)
@@ -654,6 +664,8 @@ def test_the_panel_ratio_holds_on_a_machine_that_slows_down_reply_by_reply(
     assert figures["ratio_ci"][0] <= 0.98 <= figures["ratio_ci"][1]
     assert len(figures["pairs"]) == 6
     assert not dock.shown  # hidden again after the section
+    assert figures["timeline_ms_per_redraw"] == 3.0
+    assert figures["timeline_redraws_per_s"] > 0  # counted over the shown replies only
 
 
 @pytest.mark.model

@@ -327,6 +327,7 @@ def test_hovering_shows_the_values_under_the_pointer(timeline: Timeline, qtbot: 
 
 
 def test_it_samples_only_while_shown(timeline: Timeline, qtbot: QtBot) -> None:
+    timeline.metrics.queue_depth = 2  # something moves (else it stops reading: below)
     assert timeline.sampling
     qtbot.waitUntil(lambda: len(timeline.sampler.samples) >= 3, timeout=3000)
     timeline.hide()
@@ -350,6 +351,25 @@ def test_a_quiet_timeline_stops_redrawing(timeline: Timeline, qtbot: QtBot) -> N
     timeline.metrics.mark(STOP_PRESSED, at=start + WINDOW_SECONDS + 13.5)
     timeline.tick(start + WINDOW_SECONDS + 14)
     assert timeline.redraws == redraws + 1
+
+
+def test_a_quiet_timeline_wakes_nothing_until_something_moves(qtbot: QtBot) -> None:
+    panel = DiagnosticsPanel(FlowMetrics(queue_bound=8))
+    qtbot.addWidget(panel)
+    panel.show()
+    timeline = panel.timeline
+    assert timeline.sampling
+    start = time.perf_counter() - 200
+    timeline.tick(start)
+    timeline.tick(start + WINDOW_SECONDS + 2)  # nothing moved for longer than it shows
+    timeline.tick(start + WINDOW_SECONDS + 3)
+    assert not timeline.sampling  # no more readings: its timer wakes nothing
+    woke_at = time.perf_counter()
+    panel.refresh()  # a reply's figures moved: the window refreshes the panel
+    assert timeline.sampling
+    assert timeline.series.column(AT)[-1] >= woke_at  # a reading at once
+    read_at = timeline.series.column(AT)[-1]
+    qtbot.waitUntil(lambda: timeline.series.column(AT)[-1] > read_at)  # and on its timer
 
 
 def test_a_dear_redraw_is_drawn_less_often_than_read(qtbot: QtBot) -> None:

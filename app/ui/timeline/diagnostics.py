@@ -155,7 +155,8 @@ class DiagnosticsPanel(QWidget):
 
     The figures are refreshed by :meth:`refresh` (the window calls it a few times a second
     while a reply streams) and the timeline samples on its own timer; both only while the
-    panel is visible, so a closed panel costs nothing.
+    panel is visible, so a closed panel costs nothing, and the timeline's timer only while
+    something moves (a refresh wakes it), so an idle one wakes nothing.
     """
 
     def __init__(self, metrics: FlowMetrics, parent: QWidget | None = None) -> None:
@@ -222,6 +223,7 @@ class DiagnosticsPanel(QWidget):
         v["cache"](self._cache_text())
         v["threads"](m.threads or NO_VALUE)
         v["device"](self._device_text())
+        self.timeline.wake()  # it stops reading when nothing moves
 
     def _device_text(self) -> str:
         m = self._metrics

@@ -47,10 +47,10 @@ REDRAW_SHARE: Final = 0.005
 """The most of the UI thread's time the timeline's redraws and their paints may take: 5 ms
 a second. Where a redraw costs more than a millisecond, the plots are redrawn less often than
 they are read. Measured on a two-core AMD EPYC VM whose both cores decode (2026-12-06), a
-redraw and its paint cost the UI thread 2.4-3.5 ms: at five a second the shown panel took
-21-25 ms a second of it, 2-2.5 % of the decode threads' time, and the rate fell more than
-that; at two a second, 9-14 ms. On a machine where a redraw costs a millisecond or less the
-plots move five times a second."""
+redraw and its paint cost the UI thread 2.4-3.5 ms: redrawn five times a second, the shown
+panel took 21-25 ms a second more of it than the hidden one (2-2.5 % of a core, which a
+decode thread loses there); redrawn at most twice, 9-14 ms. On a machine where a redraw costs
+a millisecond or less the plots move five times a second."""
 
 REDRAW_MOST_S: Final = 1.0
 """The longest the plots wait for a redraw while something moves, whatever it costs."""
@@ -165,8 +165,14 @@ class Timeline(QWidget):
 
     @property
     def sampling(self) -> bool:
-        """Whether the timeline is reading the metrics (only while shown)."""
+        """Whether the timeline is reading the metrics (while shown and something moves)."""
         return self._timer.isActive()
+
+    def wake(self) -> None:
+        """Something moved (a reply's figures): read again, if shown and gone quiet."""
+        if self.isVisible() and not self._timer.isActive():
+            self.tick()
+            self._timer.start()
 
     @Slot()
     def tick(self, now: float | None = None, *, force: bool = False) -> None:
@@ -192,10 +198,12 @@ class Timeline(QWidget):
         if not self.isVisible():
             return  # what a reading taken while hidden shows is drawn when shown
         if sample.at - self._active_at > WINDOW_SECONDS + 1:
-            # Nothing has moved for longer than the plots show: they are flat; stop
-            # repainting them (what the hover line says cannot change either), once they
-            # show it, whatever the pace.
+            # Nothing has moved for longer than the plots show: they are flat. Once they show
+            # it (whatever the pace), stop repainting them, and reading too: nothing wakes the
+            # UI thread until something moves (:meth:`wake`). What the hover line says cannot
+            # change either.
             if self._drawn_idle and not force:
+                self._timer.stop()
                 return
             self._drawn_idle = True
             force = True
