@@ -92,7 +92,7 @@ class FigureHolder(QWidget):
     """Holds a figure's label, so that a new value lays the window out again only when it must.
 
     A label asks its parent's layout again at every new text (``QWidget::updateGeometry``),
-    and a word-wrapped one in the panel's grid had the grid, the panel, the dock and the main
+    and a word-wrapped one in the panel had its figures, the panel, the dock and the main
     window laid out again four times a second while a reply streamed: 2-3 ms a second of the
     UI thread on a two-core VM whose cores both decode, taken from the model. Here the label's
     parent has no layout (the holder places it); the holder asks its own layout again only
