@@ -208,21 +208,21 @@ class DiagnosticsPanel(QWidget):
         rate = m.reply.tokens_per_s
         self._lags.read(m.loop_lag_ms)
         self._frames.read(m.frame_cost_ms)
-        v = {key: holder.set_text for key, holder in self.holders.items()}
-        v["tokens"](f"{rate:.1f}" if rate is not None else NO_VALUE)
-        v["first"](_ms(m.reply.time_to_first_piece_ms))
-        v["queue"](f"{m.queue_depth} / {m.queue_max} / {m.queue_bound}")
-        v["backpressure"](f"{m.backpressure_waits} ({m.backpressure_ms:.0f} ms)")
-        v["frame"](f"{_ms(m.frame_cost_ms.last)} / {_ms(self._frames.percentile(95))}")
-        v["lag"](f"{_ms(self._lags.percentile(99))} / {_ms(self._lags.max)}")
-        v["stop"](_ms(m.stop_latency_ms.last))
-        v["prompt"](self._prompt_text())
-        v["prefill"](self._prefill_text())
-        v["python"](_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
-        v["guesses"](self._guesses_text())
-        v["cache"](self._cache_text())
-        v["threads"](m.threads or NO_VALUE)
-        v["device"](self._device_text())
+        v = self.holders
+        v["tokens"].set_text(f"{rate:.1f}" if rate is not None else NO_VALUE)
+        v["first"].set_text(_ms(m.reply.time_to_first_piece_ms))
+        v["queue"].set_text(f"{m.queue_depth} / {m.queue_max} / {m.queue_bound}")
+        v["backpressure"].set_text(f"{m.backpressure_waits} ({m.backpressure_ms:.0f} ms)")
+        v["frame"].set_text(f"{_ms(m.frame_cost_ms.last)} / {_ms(self._frames.percentile(95))}")
+        v["lag"].set_text(f"{_ms(self._lags.percentile(99))} / {_ms(self._lags.max)}")
+        v["stop"].set_text(_ms(m.stop_latency_ms.last))
+        v["prompt"].set_text(self._prompt_text())
+        v["prefill"].set_text(self._prefill_text())
+        v["python"].set_text(_ms(m.python_ms_per_token) if m.python_ms_per_token else NO_VALUE)
+        v["guesses"].set_text(self._guesses_text())
+        v["cache"].set_text(self._cache_text())
+        v["threads"].set_text(m.threads or NO_VALUE)
+        v["device"].set_text(self._device_text())
         self.timeline.wake()  # it stops reading when nothing moves
 
     def _device_text(self) -> str:
