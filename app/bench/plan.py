@@ -81,12 +81,13 @@ large reply, and a large paste sent as a prompt."""
 TARGETS: list[Target] = [
     Target("throughput.ratio", ">=", 1.03),
     Target("throughput.native_ratio", ">=", 0.97, ci_floor=0.95),
-    Target("throughput.best_native_ratio", ">=", 0.90, ci_floor=0.85),
+    # Issue 30's targets for a two-core machine (they were 0.90 and 16.7 ms before it).
+    Target("throughput.best_native_ratio", ">=", 0.95, ci_floor=0.90),
     Target("prefill.ratio", ">=", 0.99),
     Target("prefill.best_ratio", ">=", 0.95),
     Target("loop_lag_ms.p99", "<=", 16.7),
     Target("loop_lag_ms.max", "<=", 50.0),
-    Target("token_to_screen_ms.p95", "<=", 16.7),
+    Target("token_to_screen_ms.p95", "<=", 12.0),
     Target("stop_decode_ms.p95", "<=", 10.0),
     Target("stop_prefill_ms.p95", "<=", 25.0),
     Target("stop_long_ms.p95", "<=", 10.0),
@@ -175,6 +176,8 @@ class Plan:
         gpu_decode_tokens: tokens per reply timed there.
         gpu_stops: Stops there, in prompt processing and in a reply each.
         window_cost_replies: replies the window's cost is measured over.
+        window_floor_rounds: rounds of the native loop and the app's reply with no text shown,
+            one line shown and all of it (:mod:`app.bench.window_floor`).
         parallel_rounds: rounds over 1, 2, 4 and 8 streams side by side (and pairs against
             the native batched loop at 4).
         parallel_tokens: tokens per stream in those rounds and per peer client.
@@ -220,6 +223,7 @@ class Plan:
     gpu_decode_tokens: int
     gpu_stops: int
     window_cost_replies: int
+    window_floor_rounds: int
     parallel_rounds: int
     parallel_tokens: int
     parallel_cycles: int
@@ -268,6 +272,7 @@ _QUICK = Plan(
     gpu_decode_tokens=6,
     gpu_stops=2,
     window_cost_replies=2,
+    window_floor_rounds=2,
     parallel_rounds=1,
     parallel_tokens=16,
     parallel_cycles=2,
@@ -313,6 +318,7 @@ _FULL = Plan(
     gpu_decode_tokens=128,
     gpu_stops=20,
     window_cost_replies=7,
+    window_floor_rounds=9,
     parallel_rounds=3,
     parallel_tokens=128,
     parallel_cycles=6,

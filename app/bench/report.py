@@ -413,12 +413,14 @@ def table(doc: dict[str, Any]) -> str:
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
         lines += _parallel_lines(doc) + _speculative_lines(doc) + _vision_lines(doc)
         lines += _panel_alone_lines(doc)
-        return "\n".join(lines + _window_cost_lines(doc) + _gpu_lines(doc))
+        lines += _window_cost_lines(doc) + _window_floor_lines(doc)
+        return "\n".join(lines + _gpu_lines(doc))
     lines = _targets_table(doc)
     lines += ["", *_designs_table(doc)]
     lines += ["", *_summary_lines(doc)]
     lines += _threads_table(doc)
     lines += _window_cost_lines(doc)
+    lines += _window_floor_lines(doc)
     lines += _server_lines(doc)
     lines += _parallel_lines(doc)
     lines += _speculative_lines(doc)
@@ -485,6 +487,32 @@ def _window_cost_lines(doc: dict[str, Any]) -> list[str]:
         f"of its own, the model idle; the UI thread's CPU): {update['back_to_back_ms']} ms "
         f"back to back, {update['a_frame_apart_ms']} ms a frame apart ({update['ratio']} times)"
     )
+    return lines
+
+
+def _window_floor_lines(doc: dict[str, Any]) -> list[str]:
+    """The app's rate with all of its update, one line and none, over the native loop's."""
+    floor = doc.get("window_floor")
+    if floor is None or "app_ratio" not in floor:  # another section alone, or no round counted
+        return []
+    counts = ", ".join(map(str, floor["decode_threads"]))
+    lines = [
+        "",
+        f"the window's floor, {floor['rounds']} rounds at {counts} decode threads "
+        f"(the native loop {floor['native_tok_s']} tok/s; {floor['rounds_left_out']} rounds "
+        "left out where the app's count moved):",
+        "| the reply's text shown | tok/s | over the native loop |",
+        "| --- | --- | --- |",
+    ]
+    for kind, name in (
+        ("no_text", "nowhere (the pump and the status line only)"),
+        ("one_line", "as one line of a plain label"),
+        ("app", "in the chat view (the app)"),
+    ):
+        lines.append(
+            f"| {name} | {floor[f'{kind}_tok_s']} | {floor[f'{kind}_ratio']} "
+            f"{floor[f'{kind}_ratio_ci']} |"
+        )
     return lines
 
 

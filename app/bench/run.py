@@ -40,6 +40,7 @@ from app.bench.thread_counts import thread_counts
 from app.bench.ttft import ttft
 from app.bench.vision import vision
 from app.bench.window_cost import window_cost_section
+from app.bench.window_floor import window_floor
 from app.engine.llama import open_llama
 from app.engine.threads import physical_cores
 from app.flow.event_loop import finalize_async_generators_on
@@ -70,6 +71,8 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
             threads = await thread_counts(setup, window, loops, chosen)
             setup.log("throughput (raw, native and app interleaved)…")
             tp = await throughput(setup, window, loops, threads["native_best"])
+            setup.log("the window's floor (no text shown, one line, all of it; the native loop)…")
+            floor = await window_floor(setup, window, loops)
             setup.log("loop lag (5 ms heartbeat while streaming)…")
             lag = await loop_lag(setup, window)
             setup.log("stop during decoding and prefill…")
@@ -99,6 +102,7 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
         "diagnostics_panel": diag,
         "trace": trace,
         "window_cost": cost,
+        "window_floor": floor,
     }
 
 
@@ -200,6 +204,18 @@ async def _speculative_alone(setup: Setup) -> Any:
     return speculative(setup)
 
 
+async def _window_floor_alone(setup: Setup) -> Any:
+    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
+    try:
+        alone = _in_the_app_alone(
+            "the window's floor (no text shown, one line, all of it; the native loop)",
+            lambda setup, window: window_floor(setup, window, loops),
+        )
+        return await alone(setup)
+    finally:
+        loops.close()
+
+
 async def _vision_alone(setup: Setup) -> Any:
     setup.log("pictures: the projector, read once, Stop in the encoder…")
     quick = setup.plan.speculative_rounds < 2
@@ -214,6 +230,7 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
     "window_cost": _in_the_app_alone(
         "what the window's threads cost the decode threads", window_cost_section
     ),
+    "window_floor": _window_floor_alone,
     "diagnostics_panel": _in_the_app_alone("diagnostics panel shown vs hidden", diagnostics_cost),
     "long_reply": _long_reply_alone,
     "large_messages": _large_messages_alone,
@@ -292,6 +309,7 @@ async def _everything(setup: Setup) -> dict[str, Any]:
         "diagnostics_panel": app["diagnostics_panel"],
         "trace": app["trace"],
         "window_cost": app["window_cost"],
+        "window_floor": app["window_floor"],
         "baselines": baselines,
         "remote": server,
         "server": local,

@@ -513,6 +513,16 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert update["back_to_back_ms"] > 0
     assert update["a_frame_apart_ms"] > 0
 
+    floor = doc["window_floor"]  # the app's rate with all, one line and none of its text
+    assert floor["rounds"] + floor["rounds_left_out"] == plan.window_floor_rounds
+    assert floor["rounds"] >= 1  # the quick plan's replies are too short to move the count
+    assert floor["native_tok_s"] > 0
+    for kind in ("no_text", "one_line", "app"):
+        assert floor[f"{kind}_tok_s"] > 0
+        low, high = floor[f"{kind}_ratio_ci"]
+        assert 0 < low <= floor[f"{kind}_ratio"] <= high
+    assert "the window's floor" in proc.stdout
+
     check_panel(doc["diagnostics_panel"])
     assert doc["machine"]["cores"] == os.cpu_count()
     assert doc["machine"]["model"] == model_path.name
