@@ -49,12 +49,14 @@ LINE_CHARS = 80
 class OneLine(QLabel):
     """A plain label of one line and fixed size showing the end of the text it is given.
 
-    Its size never changes, so a new text asks no layout: only its own repaint.
+    Its size never changes, so a new text asks no layout; it fills its own background, so its
+    repaint paints nothing under it (the chat view's rows): only itself.
     """
 
     def __init__(self, window: MainWindow) -> None:
         super().__init__(window.view)
         self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setAutoFillBackground(True)
         self.setFixedSize(max(200, window.view.width() - 40), self.fontMetrics().height() + 4)
         self.move(20, 20)
         self._text = ""
