@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 
@@ -395,6 +396,35 @@ def test_words_typed_into_a_streaming_paragraph_show_what_its_html_shows(
     view.end_reply()
     if name == "prose":
         assert typed > 20  # the fast way was taken, not only the whole HTML every time
+
+
+def test_words_that_fit_on_the_last_line_measure_and_place_no_rows(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most words fit on the streaming paragraph's last line: its row keeps its height and the
+    # stack is not asked to measure it again; a word that starts a line grows the row at once.
+    refreshed: list[Row] = []
+    refresh = view.stack.refresh
+
+    def counting(row: Row) -> None:
+        refreshed.append(row)
+        refresh(row)
+
+    monkeypatch.setattr(view.stack, "refresh", counting)
+    view.begin_reply("Model")
+    view.append_to_reply("A paragraph that grows")
+    heights, updates = [], 0
+    for i in range(120):
+        view.append_to_reply(f" word{i}")
+        updates += 1
+        (row,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+        assert row.height() == row.row_height(view.stack.width())  # placed as measured afresh
+        assert row.label.height() == row.label.height_for(row.label.width())
+        heights.append(row.height())
+    grew = sum(1 for before, after in itertools.pairwise(heights) if after != before)
+    assert grew >= 5  # the paragraph wrapped onto new lines as it grew
+    assert grew <= len(refreshed) <= grew + 2  # measured where it grew (and its first words)
+    assert row.label.typed >= updates - 2  # every word typed, none set as HTML again
 
 
 def test_words_after_an_inline_element_or_a_double_space_show_what_the_html_shows(

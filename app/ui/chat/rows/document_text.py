@@ -117,6 +117,9 @@ class DocumentText(QWidget):
         self._ideal: QSize | None = None
         self.typed = 0
         """How many updates typed their words into the document (the tests count them)."""
+        self.resized = True
+        """Whether the last new text may have changed the text's size: false only where words
+        typed at its end (:meth:`set_html`) left its height as it was."""
 
     # -- the document -------------------------------------------------------------------------
 
@@ -226,6 +229,7 @@ class DocumentText(QWidget):
         self._laid = ""
         self._full = None
         self._new_content()
+        self.resized = True
         if document is not None and added is not None:
             # The words a streaming paragraph grew by, typed at its end in the format of the
             # text before them: the document lays out only its last paragraph again.
@@ -235,12 +239,18 @@ class DocumentText(QWidget):
             # Lines above the last one keep their breaks (Qt breaks lines greedily), so only
             # the last line down is painted again: a paragraph of ten lines repaints one.
             changed_from = _last_line_top(document)
+            height = document.size().height()
             cursor = QTextCursor(document)
             cursor.beginEditBlock()
             cursor.movePosition(QTextCursor.MoveOperation.End)
             cursor.insertText(added)
             cursor.endEditBlock()
             self.typed += 1
+            # Most words fit on the paragraph's last line: its height is then the same, and
+            # the rows need not be measured and placed again (about 0.07 ms of an update in a
+            # window whose cores decode). The layout this asks for is the one the paint or the
+            # measure would ask for next. Unwrapped text can grow wider at the same height.
+            self.resized = not self._wrap or document.size().height() != height
         else:
             changed_from = 0
             if document is not None:

@@ -162,17 +162,21 @@ class TextRow(ThemedRow):
         )
 
     def type_words(self, block: Block, added: str) -> bool:
-        """Show the open paragraph grown by words typed at its end; returns whether it changed.
+        """Show the open paragraph grown by words typed at its end.
 
         Args:
             block: the paragraph's new block (:meth:`MarkdownStream.type_words`).
             added: what its HTML grew by at the end of its text.
+
+        Returns:
+            Whether the row's height may have changed (then the stack measures it again): not
+            where the words fit on the paragraph's last line, as most do.
         """
         self.block = block
         if not added:
             return False  # spaces, held back until a word follows them
         self._render(typed=added)
-        return True
+        return self.label.resized
 
     def _bottom(self) -> int:
         # A segment of a long paragraph runs on into the next row without a paragraph gap.
