@@ -16,9 +16,8 @@ median of the rounds, with its interval); the rounds run the kinds forward and b
 turn, so a machine that drifts weighs on every kind alike. Where ``one_line_ratio`` is under a
 target for the app, no visible update a frame reaches it on this machine at this count.
 
-The app's replies in the first two kinds are window replies to its worker, which refines its
-decode threads by their rates (they can only confirm the count, being faster); a round in which
-the count moved is left out (``rounds_left_out``).
+The app's replies of every kind are window replies to its worker, which refines its decode
+threads by their rates; a round in which the count moved is left out (``rounds_left_out``).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from PySide6.QtWidgets import QLabel
 from app.bench.bare import BareLoops
 from app.bench.measure import app_rate
 from app.bench.plan import STORY, Setup
-from app.bench.stats import Pairs, median_with_ci
+from app.bench.stats import median_with_ci
 from app.bench.window_cost import decode_threads
 from app.engine import ChatMessage
 from app.ui.window.main_window import MainWindow
@@ -101,7 +100,8 @@ async def window_floor(setup: Setup, window: MainWindow, loops: BareLoops) -> di
     messages: list[ChatMessage] = [{"role": "user", "content": STORY}]
     tokens = loops.prompt_tokens(messages)
     app_kinds = KINDS[1:]
-    pairs = {kind: Pairs() for kind in app_kinds}
+    native: list[float] = []
+    runs: dict[str, list[float]] = {kind: [] for kind in app_kinds}
     left_out = 0
     counts: set[int] = set()
     for round_ in range(setup.plan.window_floor_rounds):
@@ -122,17 +122,18 @@ async def window_floor(setup: Setup, window: MainWindow, loops: BareLoops) -> di
             continue
         counts.add(threads)
         setup.log(f"  round {round_ + 1} at {threads} decode threads: {shown}")
+        native.append(rates["native"])
         for kind in app_kinds:
-            pairs[kind].reference.append(rates["native"])
-            pairs[kind].app.append(rates[kind])
+            runs[kind].append(rates[kind])
     figures: dict[str, Any] = {"decode_threads": sorted(counts), "rounds_left_out": left_out}
-    if not pairs["app"].app:
+    if not native:
         return figures
-    figures["rounds"] = len(pairs["app"].app)
-    figures["native_tok_s"] = round(statistics.median(pairs["app"].reference), 2)
+    figures["rounds"] = len(native)
+    figures["native_tok_s"] = round(statistics.median(native), 2)
     for kind in app_kinds:
-        ratio, interval = median_with_ci(pairs[kind].ratios)
-        figures[f"{kind}_tok_s"] = round(statistics.median(pairs[kind].app), 2)
+        # Each round's rate over the native loop's of the same round (the machine drifts).
+        ratio, interval = median_with_ci([a / n for a, n in zip(runs[kind], native, strict=True)])
+        figures[f"{kind}_tok_s"] = round(statistics.median(runs[kind]), 2)
         figures[f"{kind}_ratio"] = ratio
         figures[f"{kind}_ratio_ci"] = interval
     return figures

@@ -175,6 +175,7 @@ class DocumentText(QWidget):
         self._ideal = None
         self._length = None
         self._plain = None
+        self.resized = True
 
     # -- content ------------------------------------------------------------------------------
 
@@ -229,7 +230,6 @@ class DocumentText(QWidget):
         self._laid = ""
         self._full = None
         self._new_content()
-        self.resized = True
         if document is not None and added is not None:
             # The words a streaming paragraph grew by, typed at its end in the format of the
             # text before them: the document lays out only its last paragraph again.
