@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtCore import QObject, QPoint, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPaintEvent, QPalette
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
@@ -626,3 +626,165 @@ def test_a_reply_row_a_few_pixels_wider_paints_its_text_anew(qtbot: QtBot) -> No
         shown = QGuiApplication.primaryScreen().grabWindow(window.winId()).toImage()
         assert shown == window.grab().toImage().convertToFormat(shown.format()), f"{width} px"
     assert same_height > 3
+
+
+STORY_WORDS = (
+    "Once upon a time a dragon named Eira lived in the hills above the sea, and every"
+    " morning she flew down to the shore to read the books the tide had left, (one"
+    " by one) until the sun was high: a café's menu, a sailor's log — and letters."
+) * 4
+
+
+def _label_on_screen(view: ChatView, label: TextBlock) -> QImage:
+    """The part of the window's backing store (see :func:`_on_screen`) the label covers."""
+    top_left = label.mapTo(view.window(), label.rect().topLeft())
+    return _on_screen(view).copy(top_left.x(), top_left.y(), label.width(), label.height())
+
+
+def _growing_label(view: ChatView) -> TextBlock:
+    (row,) = [r for r in body_rows(view) if isinstance(r, TextRow)]
+    return row.label
+
+
+@pytest.mark.parametrize("start", ["", "- "])
+def test_words_drawn_after_the_last_line_show_what_typing_them_in_shows(
+    view: ChatView, start: str
+) -> None:
+    # Words that fit on the streaming paragraph's last line are drawn after it (its tail) and
+    # typed into its document later. What the screen shows after any update must be what the
+    # document shows with them typed in: at points along the stream, the label's part of the
+    # screen is compared with the same label painted whole once the tail is typed in.
+    rng = random.Random(5)
+    words = STORY_WORDS.split(" ")
+    view.begin_reply("Model")
+    view.append_to_reply(start + words[0])
+    compared = grown = 0
+    for i, word in enumerate(words[1:], 1):
+        view.append_to_reply(" " + word)
+        QApplication.processEvents()
+        label = _growing_label(view)
+        tail = label.tail
+        if tail is None or (rng.random() > 0.3 and i < len(words) - 1):
+            continue
+        grown += tail[0].count(" ") > 1  # several words drawn as one tail
+        shown = _label_on_screen(view, label)
+        label.settle()
+        assert label.tail is None
+        label.repaint()
+        assert _label_on_screen(view, label) == shown, f"after {i} of {len(words)} words"
+        compared += 1
+    assert compared > 10
+    assert grown > 5
+    assert label.document.toPlainText() == STORY_WORDS
+
+
+def test_words_that_fit_on_the_last_line_leave_the_document_as_it_was(view: ChatView) -> None:
+    # Typing a word into the document lays its paragraph out again; drawn as the tail, the
+    # document is not touched until a word does not fit, about once a line.
+    view.begin_reply("Model")
+    view.append_to_reply("Once")
+    label = _growing_label(view)
+    changes: list[int] = []
+    label.shown_document.contentsChanged.connect(lambda: changes.append(1))
+    words = STORY_WORDS.split(" ")[1:]
+    heights = []
+    for word in words:
+        view.append_to_reply(" " + word)
+        QApplication.processEvents()
+        heights.append(label.height())
+    lines = len(set(heights))
+    assert lines > 5  # the paragraph wrapped onto new lines as it grew
+    assert label.tailed > len(words) // 2
+    assert len(changes) <= lines + 2  # typed in where a word began a line
+    assert label.document.toPlainText() == STORY_WORDS
+
+
+def _with_tail(view: ChatView) -> tuple[TextBlock, str]:
+    """Stream words until the paragraph's tail holds a few: the label and its whole text."""
+    view.begin_reply("Model")
+    text = "Once"
+    view.append_to_reply(text)
+    for word in STORY_WORDS.split(" ")[1:]:
+        view.append_to_reply(" " + word)
+        text += " " + word
+        label = _growing_label(view)
+        tail = label.tail
+        if tail is not None and tail[0].count(" ") >= 3:
+            return label, text
+    raise AssertionError("no tail of three words")
+
+
+def test_the_tail_is_typed_in_before_the_text_is_read(view: ChatView) -> None:
+    label, text = _with_tail(view)
+    assert label.plain_text() == text
+    assert label.tail is None  # reading it typed the words in
+    assert label.length() == len(text)
+
+
+def test_the_tail_is_typed_in_before_a_point_is_hit_tested(view: ChatView) -> None:
+    label, text = _with_tail(view)
+    (tail, place) = label.tail or ("", None)
+    assert place is not None
+    end = QPoint(int(place.x + place.metrics.horizontalAdvance(tail)) + 5, place.baseline)
+    assert label.position_at(end) == len(text)
+    assert label.word_at(len(text) - 1)[1] == len(text)
+
+
+def test_the_tail_is_typed_in_before_a_selection_is_copied_or_painted(view: ChatView) -> None:
+    label, text = _with_tail(view)
+    label.set_selection(0, len(text))
+    label.repaint()
+    assert label.tail is None
+    assert label.selected_text() == text
+
+
+def test_a_tail_is_laid_out_with_its_paragraph_at_a_new_width(view: ChatView) -> None:
+    label, text = _with_tail(view)
+    fresh = TextBlock()
+    fresh.set_html(label.text(), style_sheet=label.style_sheet)
+    for width in (label.width() - 97, label.width() + 41):
+        assert label.height_for(width) == fresh.height_for(width)
+    view.resize(view.width() - 120, view.height())
+    QApplication.processEvents()
+    assert label.tail is None
+    assert label.document.toPlainText() == text
+
+
+def test_a_tail_given_up_with_its_document_is_in_the_document_made_again(
+    view: ChatView,
+) -> None:
+    label, text = _with_tail(view)
+    label.release()
+    assert not label.holds_document
+    assert label.plain_text() == text
+    assert label.document.toPlainText() == text
+
+
+def test_a_new_font_types_the_tail_in_first(view: ChatView) -> None:
+    label, text = _with_tail(view)
+    font = label.font()
+    font.setPointSizeF(font.pointSizeF() * 1.5)
+    label.setFont(font)
+    assert label.tail is None
+    assert label.document.toPlainText() == text
+
+
+@pytest.mark.parametrize(
+    ("start", "piece"),
+    [
+        ("שלום עולם", " ועוד"),  # right to left: a line may be reordered
+        ("Mixed שלום", " words"),  # a line that holds right-to-left text
+        ("A word", "s"),  # not at a space: shaped with the word before it
+    ],
+)
+def test_words_that_cannot_be_drawn_as_a_tail_are_typed_in(
+    view: ChatView, start: str, piece: str
+) -> None:
+    view.begin_reply("Model")
+    view.append_to_reply(start)
+    label = _growing_label(view)
+    QApplication.processEvents()
+    view.append_to_reply(piece)
+    assert label.tail is None
+    assert label.typed >= 1
+    assert label.shown_document.toPlainText() == start + piece

@@ -130,6 +130,7 @@ class TextBlock(DocumentText):
             return
         self._text_width = width
         if self._document is not None:
+            self.settle()  # the lines break anew, the tail's words with them
             self._document.setTextWidth(width)
 
     @override
@@ -144,6 +145,7 @@ class TextBlock(DocumentText):
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
+            self.settle()  # drawn in the old font
             self._heights.clear()
             self._ideal = None
             if self._document is not None:
@@ -222,6 +224,7 @@ class TextBlock(DocumentText):
     @override
     def paintEvent(self, event: QPaintEvent) -> None:
         # Kept lean: it runs for every row on screen in every frame of a streaming reply.
+        document = self.shown_document
         painter = QPainter(self)
         context = self._paint_context()
         clip = event.rect()
@@ -247,7 +250,17 @@ class TextBlock(DocumentText):
         elif self._context_selects:
             context.selections = []
             self._context_selects = False
-        self.document.documentLayout().draw(painter, context)
+        tail = self.tail  # none where a selection was painted: that typed it in
+        if tail is None or clip.left() < tail[1].clear:
+            document.documentLayout().draw(painter, context)
+        if tail is not None:
+            # Only the tail's new words are painted in most frames of a streaming reply: the
+            # document has nothing there, and is not drawn.
+            text, place = tail
+            painter.setLayoutDirection(Qt.LayoutDirection.LeftToRight)
+            painter.setFont(place.font)
+            painter.setPen(place.color or context.palette.color(QPalette.ColorRole.Text))
+            painter.drawText(place.origin(), text)
 
     @override
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
