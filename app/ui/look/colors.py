@@ -8,6 +8,7 @@ re-renders them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from PySide6.QtGui import QColor, QPalette
 
@@ -34,9 +35,13 @@ class Theme:
         """The Pygments style for code blocks."""
         return "monokai" if self.dark else "default"
 
-    @property
+    @cached_property
     def css(self) -> str:
-        """The style sheet every rich-text row carries (Qt's rich text supports a CSS subset)."""
+        """The style sheet every rich-text row carries (Qt's rich text supports a CSS subset).
+
+        Made once: a streaming paragraph's row passes it with every update, and the document
+        compares it with the one it has (the same string: compared by identity).
+        """
         return (
             "p, ul, ol, blockquote, table, pre, h1, h2, h3, h4, h5, h6"
             " { margin-top: 0px; margin-bottom: 0px; }"

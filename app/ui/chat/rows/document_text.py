@@ -343,7 +343,7 @@ class DocumentText(QWidget):
             most = known = place.metrics.horizontalAdvance(text)
             if place.x + most > place.right:
                 return None
-        # From where the words typed since the last measure begin, at the latest.
+        # Painted from the tail's width as last measured: the new words begin there or after.
         area = place.area(self._tail_known, most)
         self._tail, self._tail_place = text, place
         self._tail_known, self._tail_most = known, most

@@ -29,7 +29,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizePolicy, QWidget
 from typing_extensions import override
 
-from app.ui.chat.rows.document_text import DocumentText, as_plain
+from app.ui.chat.rows.document_text import DocumentText, Tail, as_plain
 
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
 """The only links a click opens (in the system browser); other schemes are not followed."""
@@ -224,16 +224,22 @@ class TextBlock(DocumentText):
     @override
     def paintEvent(self, event: QPaintEvent) -> None:
         # Kept lean: it runs for every row on screen in every frame of a streaming reply.
-        document = self.shown_document
         painter = QPainter(self)
-        context = self._paint_context()
         clip = event.rect()
         origin = self.contentsRect().topLeft()
         if not origin.isNull():  # only a code block's text has margins
             painter.translate(origin)
             clip.translate(-origin)
-        context.clip = QRectF(clip)
+        tail = self.tail
         start, end = self._selection
+        if tail is not None and start == end and clip.left() >= tail[1].clear:
+            # Most frames of a streaming reply: the tail's new words, where the document has
+            # nothing to draw.
+            self._draw_tail(painter, *tail)
+            return
+        document = self.shown_document
+        context = self._paint_context()
+        context.clip = QRectF(clip)
         if start != end:
             palette = self._paint_palette()
             chosen = QAbstractTextDocumentLayout.Selection()
@@ -250,17 +256,17 @@ class TextBlock(DocumentText):
         elif self._context_selects:
             context.selections = []
             self._context_selects = False
+        document.documentLayout().draw(painter, context)
         tail = self.tail  # none where a selection was painted: that typed it in
-        if tail is None or clip.left() < tail[1].clear:
-            document.documentLayout().draw(painter, context)
         if tail is not None:
-            # Only the tail's new words are painted in most frames of a streaming reply: the
-            # document has nothing there, and is not drawn.
-            text, place = tail
-            painter.setLayoutDirection(Qt.LayoutDirection.LeftToRight)
-            painter.setFont(place.font)
-            painter.setPen(place.color or context.palette.color(QPalette.ColorRole.Text))
-            painter.drawText(place.origin(), text)
+            self._draw_tail(painter, *tail)
+
+    def _draw_tail(self, painter: QPainter, text: str, place: Tail) -> None:
+        """Draw words typed after the document's last line where typing them would show them."""
+        painter.setLayoutDirection(Qt.LayoutDirection.LeftToRight)
+        painter.setFont(place.font)
+        painter.setPen(place.color or self._paint_palette().color(QPalette.ColorRole.Text))
+        painter.drawText(place.origin(), text)
 
     @override
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
