@@ -7,8 +7,16 @@ import random
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import QObject, QPoint, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPaintEvent, QPalette
+from PySide6.QtCore import QObject, QPoint, QRect, Qt, QUrl, Slot
+from PySide6.QtGui import (
+    QDesktopServices,
+    QFont,
+    QFontInfo,
+    QGuiApplication,
+    QImage,
+    QPaintEvent,
+    QPalette,
+)
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -699,8 +707,11 @@ def test_words_that_fit_on_the_last_line_leave_the_document_as_it_was(view: Chat
     assert label.document.toPlainText() == STORY_WORDS
 
 
-def _with_tail(view: ChatView) -> tuple[TextBlock, str]:
-    """Stream words until the paragraph's tail holds a few: the label and its whole text."""
+def _with_tail(view: ChatView, *, line: int = 0) -> tuple[TextBlock, str]:
+    """Stream words until the paragraph's tail holds a few, on the ``line``-th line or below.
+
+    Returns the label and the paragraph's whole text.
+    """
     view.begin_reply("Model")
     text = "Once"
     view.append_to_reply(text)
@@ -709,7 +720,7 @@ def _with_tail(view: ChatView) -> tuple[TextBlock, str]:
         text += " " + word
         label = _growing_label(view)
         tail = label.tail
-        if tail is not None and tail[0].count(" ") >= 3:
+        if tail is not None and tail[0].count(" ") >= 3 and tail[1].top >= line * 12:
             return label, text
     raise AssertionError("no tail of three words")
 
@@ -788,3 +799,42 @@ def test_words_that_cannot_be_drawn_as_a_tail_are_typed_in(
     assert label.tail is None
     assert label.typed >= 1
     assert label.shown_document.toPlainText() == start + piece
+
+
+def test_a_repaint_reaching_above_the_tail_paints_the_lines_there_too(view: ChatView) -> None:
+    # The frames of a streaming reply paint only the tail's new words; a repaint that also
+    # covers lines above it (an overlay, a widget beside it) must paint them too.
+    label, _text = _with_tail(view, line=2)
+    QApplication.processEvents()
+    tail = label.tail
+    assert tail is not None
+    assert tail[1].top > 0  # a tail below the first line
+    shown = _label_on_screen(view, label)
+    label.repaint(QRect(int(tail[1].clear) + 2, 0, label.width(), tail[1].bottom))
+    assert _label_on_screen(view, label) == shown
+
+
+@pytest.mark.parametrize("width", range(96, 136, 2))
+def test_a_tail_whose_last_glyph_overhangs_the_line_is_typed_in_where_qt_breaks_it(
+    qtbot: QtBot, width: int
+) -> None:
+    # Qt breaks a line where its text and its last glyph's overhang pass the line's end (an
+    # italic-like "f" in a serif reaches 3 pixels past its advance at 28 pixels): a word whose
+    # advance fits but whose overhang does not starts a new line, so it is no tail.
+    font = QFont("DejaVu Serif")
+    font.setPixelSize(28)
+    if QFontInfo(font).family() != "DejaVu Serif":
+        pytest.skip("needs the DejaVu Serif font")
+    label = TextBlock()
+    qtbot.addWidget(label)
+    label.setFont(font)
+    label.set_html("<p>Hello</p>")
+    label.height_for(width)  # laid out at that width, as a row's text is
+    label.set_html("<p>Hello elf</p>", typed=" elf")
+    fresh = TextBlock()
+    qtbot.addWidget(fresh)
+    fresh.setFont(font)
+    fresh.set_html("<p>Hello elf</p>")
+    assert label.height_for(width) == fresh.height_for(width)
+    assert label.resized == (fresh.height_for(width) != fresh.height_for(1000))
+    assert label.document.toPlainText() == "Hello elf"

@@ -93,8 +93,28 @@ _RIGHT_TO_LEFT = re.compile(
 its end is not where a tail is drawn."""
 
 TAIL_SLACK = 1.0
-"""A tail is drawn only where it ends this many pixels short of the line's end: Qt measures
-the line in 1/64 pixel and could break it where a tail that just fits was measured apart."""
+"""A tail is drawn only where it ends this many pixels short of the line's end (and short of
+its last glyph's overhang, which Qt counts when it breaks a line): Qt measures the line in
+1/64 pixel and could break it where a tail that just fits was measured apart."""
+
+_ASCII = [chr(c) for c in range(32, 127)]
+
+_ASCII_EXTENT: dict[str, tuple[float, float]] = {}
+"""By font: the widest advance of a printable ASCII character (the space included, with any
+letter and word spacing), and the most such a glyph reaches past its advance. Measured once
+per font: the font's own figures cover every glyph it has (22 and 8.5 pixels for the
+default sans at 12 pixels, against 12 and 1 for ASCII), and ``maxWidth`` is not the widest on
+every platform (Core Text reports a W's)."""
+
+
+def _ascii_extent(font: QFont, metrics: QFontMetricsF) -> tuple[float, float]:
+    key = font.key()
+    extent = _ASCII_EXTENT.get(key)
+    if extent is None:
+        widest = max(metrics.horizontalAdvance(c) for c in _ASCII)
+        overhang = max(0.0, *(-metrics.rightBearing(c) for c in _ASCII))
+        extent = _ASCII_EXTENT[key] = (widest, overhang)
+    return extent
 
 
 @dataclass(frozen=True)
@@ -116,10 +136,13 @@ class Tail:
         top: the last line's top, in the document.
         bottom: the last line's bottom, in the document.
         right: where words must end to fit on the line, in the document.
+        overhang: the most an ASCII glyph of the font's reaches past its advance (Qt counts
+            the last glyph's when it breaks a line).
+        any_overhang: the most any glyph of the font's does.
         clear: where no glyph of the document's reaches (the tail begins with a space).
         font: the font of the text at the line's end.
         metrics: that font's metrics.
-        widest: the widest a character of the font's is: with it, words of ASCII are known
+        widest: the widest an ASCII character of the font's is: with it, words of ASCII are known
             to fit without measuring them until the line is nearly full (measuring shapes the
             text: about 40 microseconds in a window whose cores decode).
         color: its colour, or None where it is the palette's text colour.
@@ -130,6 +153,8 @@ class Tail:
     top: int
     bottom: int
     right: float
+    overhang: float
+    any_overhang: float
     clear: float
     font: QFont
     metrics: QFontMetricsF
@@ -139,7 +164,7 @@ class Tail:
     def area(self, start: float, end: float) -> QRect:
         """The rectangle to paint for the tail's words from ``start`` to ``end`` (in its width).
 
-        A pixel more on each side: glyphs may overhang their advance.
+        A pixel more on each side (``end`` takes in the last glyph's overhang).
         """
         left = int(self.x + start) - 1
         right = int(self.x + end) + 2
@@ -185,16 +210,19 @@ def _tail_of(document: QTextDocument) -> Tail | None:
     top = origin.y() + line.y()
     x = origin.x() + line.x() + line.naturalTextWidth()
     metrics = QFontMetricsF(font)
+    widest, overhang = _ascii_extent(font, metrics)
     return Tail(
         x=x,
         baseline=top + line.ascent(),
         top=int(top),
         bottom=int(top + line.height()) + 1,
         right=origin.x() + line.x() + line.width() - TAIL_SLACK,
+        overhang=overhang,
+        any_overhang=max(0.0, -metrics.minRightBearing()),
         clear=x + metrics.horizontalAdvance(" "),
         font=font,
         metrics=metrics,
-        widest=metrics.maxWidth(),
+        widest=widest,
         color=color,
     )
 
@@ -267,6 +295,8 @@ class DocumentText(QWidget):
         self.resized = True
         """Whether the last new text may have changed the text's size: false only where words
         typed at its end (:meth:`set_html`) left its height as it was."""
+        self._resize_owed = False
+        """Whether the tail's words changed the height when typed in (:meth:`settle`)."""
 
     # -- the document -------------------------------------------------------------------------
 
@@ -300,22 +330,30 @@ class DocumentText(QWidget):
         """Type the tail's words into the document, where they then are (nothing if none)."""
         place, text = self._tail_place, self._tail
         self._drop_tail()
-        if self._document is None or place is None or not text:
+        document = self._document
+        if document is None or place is None or not text:
             return
-        _type_in(self._document, text)
+        height = document.size().height()
+        _type_in(document, text)
+        if document.size().height() != height:
+            # They did not fit after all (a kerning the tail's measure did not see): the text
+            # is measured again, and its row is told with the next words typed.
+            self._heights.clear()
+            self._resize_owed = True
         # The document draws them where the tail did; painted again all the same, so that a
         # difference in how the two round a glyph's position lasts no longer than a frame.
-        self.update(place.area(0, place.metrics.horizontalAdvance(text)))
+        self.update(place.area(0, place.metrics.horizontalAdvance(text) + place.any_overhang))
 
-    def _tail_grown(self, area: QRect) -> None:
+    def _tail_grown(self, area: QRect, owed: bool) -> None:
         """Words were drawn after the last line: the document, its height and rows are kept."""
         kept = self._heights.get(int(self._text_width))
         self._new_content()
         if kept is not None:
             self._heights[int(self._text_width)] = kept
-        self.resized = False
+        self.resized = owed
         self.typed += 1
         self.tailed += 1
+        _keep(self)  # painted now: not the first to give its document up
         self.update(area)
 
     def _drop_tail(self) -> None:
@@ -336,15 +374,17 @@ class DocumentText(QWidget):
         text = self._tail + added
         known = self._tail_known
         most = self._tail_most + place.widest * len(added) if added.isascii() else math.inf
-        if not self._tail or place.x + most > place.right:
+        # Qt breaks a line where its text and its last glyph's overhang pass the line's end.
+        overhang = place.overhang if text[-1].isascii() else place.any_overhang
+        if not self._tail or place.x + most + overhang > place.right:
             # It may not fit, or begins the tail: measured (a few times a line). The words
             # typed later are then painted from the first word's end, where the document has
             # nothing to draw.
             most = known = place.metrics.horizontalAdvance(text)
-            if place.x + most > place.right:
+            if place.x + most + overhang > place.right:
                 return None
         # Painted from the tail's width as last measured: the new words begin there or after.
-        area = place.area(self._tail_known, most)
+        area = place.area(self._tail_known, most + overhang)
         self._tail, self._tail_place = text, place
         self._tail_known, self._tail_most = known, most
         return area
@@ -446,6 +486,7 @@ class DocumentText(QWidget):
             added = typed
         else:
             added = appended_text(self._html, html)
+        owed, self._resize_owed = self._resize_owed, False
         tail = None
         if document is not None and added is not None and self._wrap:
             tail = self._grow_tail(document, added)
@@ -454,7 +495,7 @@ class DocumentText(QWidget):
         self._laid = ""
         self._full = None
         if tail is not None:
-            self._tail_grown(tail)
+            self._tail_grown(tail, owed)
             return
         self._new_content()
         if document is not None and added is not None:
@@ -472,7 +513,7 @@ class DocumentText(QWidget):
             # the rows need not be measured and placed again (about 0.07 ms of an update in a
             # window whose cores decode). The layout this asks for is the one the paint or the
             # measure would ask for next. Unwrapped text can grow wider at the same height.
-            self.resized = not self._wrap or document.size().height() != height
+            self.resized = owed or not self._wrap or document.size().height() != height
         else:
             changed_from = 0
             self._drop_tail()  # in the HTML set whole

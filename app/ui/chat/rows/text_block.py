@@ -168,7 +168,9 @@ class TextBlock(DocumentText):
 
     def anchor_at(self, point: QPoint) -> str:
         """The address of the link at ``point``, or ``""``."""
-        return self.document.documentLayout().anchorAt(self._to_document(point))
+        # The tail's words hold no link: the pointer moving over a streaming paragraph does
+        # not have them typed in.
+        return self.shown_document.documentLayout().anchorAt(self._to_document(point))
 
     def word_at(self, position: int) -> tuple[int, int]:
         """The start and end of the word around ``position``."""
@@ -232,7 +234,13 @@ class TextBlock(DocumentText):
             clip.translate(-origin)
         tail = self.tail
         start, end = self._selection
-        if tail is not None and start == end and clip.left() >= tail[1].clear:
+        if (
+            tail is not None
+            and start == end
+            and clip.left() >= tail[1].clear
+            and clip.top() >= tail[1].top
+            and clip.bottom() < tail[1].bottom
+        ):
             # Most frames of a streaming reply: the tail's new words, where the document has
             # nothing to draw.
             self._draw_tail(painter, *tail)
