@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QImage,
     QPaintEvent,
     QPalette,
+    QTextDocument,
 )
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
@@ -23,6 +24,7 @@ from pytestqt.qtbot import QtBot
 from app.markdown.stream import render_blocks
 from app.store.database import ConversationSummary
 from app.ui.chat.chat_view import ChatView
+from app.ui.chat.rows import document_text
 from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.document_text import appended_text
@@ -838,3 +840,34 @@ def test_a_tail_whose_last_glyph_overhangs_the_line_is_typed_in_where_qt_breaks_
     assert label.height_for(width) == fresh.height_for(width)
     assert label.resized == (fresh.height_for(width) != fresh.height_for(1000))
     assert label.document.toPlainText() == "Hello elf"
+
+
+def test_a_paragraph_that_takes_no_tail_is_not_asked_again_at_every_word(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Right-to-left text stays in its paragraph: finding that out once a paragraph is enough
+    # (each asking reads the paragraph's text and format, at every word it would cost a
+    # streaming reply in Hebrew or Arabic more than the tail saves others).
+    asked: list[int] = []
+    tail_of = document_text._tail_of
+
+    def counting(document: QTextDocument) -> document_text.Tail | None:
+        asked.append(1)
+        return tail_of(document)
+
+    monkeypatch.setattr(document_text, "_tail_of", counting)
+    view.begin_reply("Model")
+    view.append_to_reply("שלום")
+    for i in range(30):
+        QApplication.processEvents()
+        view.append_to_reply(" עולם" if i % 2 else " word")
+    label = _growing_label(view)
+    assert label.tailed == 0
+    assert label.typed >= 25
+    assert 1 <= len(asked) <= 2
+    view.append_to_reply("\n\nA new paragraph")  # asked again for the next paragraph
+    QApplication.processEvents()
+    view.append_to_reply(" in English")
+    last = [r for r in body_rows(view) if isinstance(r, TextRow)][-1]
+    assert last.label is not label
+    assert last.label.tailed == 1

@@ -284,6 +284,8 @@ class DocumentText(QWidget):
         self._tail = ""
         """Words typed after the document's last line and drawn there, not in it yet."""
         self._tail_place: Tail | None = None
+        self._no_tail = False
+        """The last paragraph takes no tail, as typed words leave it: not asked again."""
         self._tail_known = 0.0
         """The width of the tail's words as last measured (words typed since come after it)."""
         self._tail_most = 0.0
@@ -322,9 +324,8 @@ class DocumentText(QWidget):
     @property
     def tail(self) -> tuple[str, Tail] | None:
         """Words typed after the document's last line and where they are drawn, if any."""
-        if not self._tail or self._tail_place is None:
-            return None
-        return self._tail, self._tail_place
+        place = self._tail_place
+        return (self._tail, place) if self._tail and place is not None else None
 
     def settle(self) -> None:
         """Type the tail's words into the document, where they then are (nothing if none)."""
@@ -366,9 +367,13 @@ class DocumentText(QWidget):
         place = self._tail_place
         if not self._tail:
             # Begun only at a space, so the tail is shaped apart from the text before it.
-            if not added.startswith(" "):
+            if self._no_tail or not added.startswith(" "):
                 return None
             place = _tail_of(document)
+            if place is None:
+                layout = document.lastBlock().layout()
+                self._no_tail = layout is not None and layout.lineCount() > 0  # else: not yet
+                return None
         if place is None or _RIGHT_TO_LEFT.search(added):
             return None
         text = self._tail + added
@@ -450,6 +455,7 @@ class DocumentText(QWidget):
         """
         self._format = Qt.TextFormat.PlainText
         self._drop_tail()
+        self._no_tail = False
         self._full = None if shown is None else text
         self._laid = text if shown is None else shown
         self._new_content()
@@ -517,6 +523,7 @@ class DocumentText(QWidget):
         else:
             changed_from = 0
             self._drop_tail()  # in the HTML set whole
+            self._no_tail = False
             if document is not None:
                 if style_sheet != self._style_sheet:
                     document.setDefaultStyleSheet(style_sheet)
