@@ -329,7 +329,7 @@ class DocumentText(QWidget):
 
     def settle(self) -> None:
         """Type the tail's words into the document, where they then are (nothing if none)."""
-        place, text = self._tail_place, self._tail
+        place, text, most = self._tail_place, self._tail, self._tail_most
         self._drop_tail()
         document = self._document
         if document is None or place is None or not text:
@@ -343,7 +343,7 @@ class DocumentText(QWidget):
             self._resize_owed = True
         # The document draws them where the tail did; painted again all the same, so that a
         # difference in how the two round a glyph's position lasts no longer than a frame.
-        self.update(place.area(0, place.metrics.horizontalAdvance(text) + place.any_overhang))
+        self.update(place.area(0, most + place.any_overhang))
 
     def _tail_grown(self, area: QRect, owed: bool) -> None:
         """Words were drawn after the last line: the document, its height and rows are kept."""
