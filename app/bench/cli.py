@@ -36,6 +36,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--quick", action="store_true", help="a short run (checks the shape)")
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=None,
+        help="throughput pairs per reference (default 15; 3 with --quick): more narrow the "
+        "intervals of the throughput ratios where the machine is noisy (40 take about 8 "
+        "minutes with --only throughput on a 2-core machine)",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=0,
@@ -59,6 +67,8 @@ def main(argv: Sequence[str]) -> int:
         "bandwidth, so that a fast machine's rates fall where a slower one's are (Linux)",
     )
     args = parser.parse_args(list(argv))
+    if args.pairs is not None and args.pairs < 1:
+        parser.error(f"--pairs: at least 1, not {args.pairs}")
     with contextlib.ExitStack() as stack:
         held: Held | None = None
         if args.cpus is not None:
@@ -79,7 +89,7 @@ def _bench(args: argparse.Namespace, held: Held | None) -> int:
     qt.setQuitOnLastWindowClosed(False)
     setup = Setup(
         model=args.model or default_model_path(),
-        plan=Plan.make(args.quick),
+        plan=Plan.make(args.quick, pairs=args.pairs),
         # The flow's sections compare the app with llama-cpp-python on the CPU, like with
         # like; the gpu section puts the model on the GPU itself, as the app's Auto would.
         options=EngineOptions(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.engine import EngineOptions, GenerationSettings
@@ -238,9 +238,10 @@ class Plan:
     speculative_same_tokens: int
 
     @staticmethod
-    def make(quick: bool) -> Plan:
-        """The full plan, or the quick one."""
-        return _QUICK if quick else _FULL
+    def make(quick: bool, pairs: int | None = None) -> Plan:
+        """The full plan, or the quick one; ``pairs``, if given, replaces its throughput pairs."""
+        plan = _QUICK if quick else _FULL
+        return plan if pairs is None else replace(plan, pairs=pairs)
 
 
 _QUICK = Plan(

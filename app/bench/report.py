@@ -94,6 +94,35 @@ def _designs_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _native_lines(tp: dict[str, Any]) -> list[str]:
+    """The throughput pairs against the native loop: its rates, the pairs, the best count."""
+    lines = [
+        f"native (lean C-API loop) {tp['native_tok_s']} tok/s; pairs per reference: "
+        f"{len(tp['pairs'])}; intervals are 95 % bootstrap intervals of the median ratio, "
+        f"a verdict needs one within ±{NOISE_LIMIT:.0%}",
+    ]
+    if "best_native_ratio" in tp:
+        lines.append(
+            f"app at its {tp['app_threads']} decode threads over the native loop at its best "
+            f"count ({tp['best_native_threads']}, {tp['best_native_tok_s']} tok/s): "
+            f"{tp['best_native_ratio']} {tp['best_native_ratio_ci']}"
+        )
+    return lines
+
+
+def _throughput_alone_lines(doc: dict[str, Any]) -> list[str]:
+    """The throughput section run alone (the whole run says it in its summary)."""
+    tp = doc.get("throughput")
+    if tp is None:
+        return []
+    return [
+        *_threads_table({"threads": tp["threads"]}),
+        "",
+        f"raw {tp['raw_tok_s']} tok/s, app {tp['app_tok_s']} tok/s",
+        *_native_lines(tp),
+    ]
+
+
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
     tp, panel, long = doc["throughput"], doc["diagnostics_panel"], doc["long_reply"]
     hose = doc["firehose"]
@@ -106,16 +135,8 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         f"{long['late_update_ms']} ms after {long['pieces']} pieces; fire hose "
         f"{hose['updates_per_s']} updates/s, RSS {hose['rss_growth_mb']:+} MB",
         "",
-        f"native (lean C-API loop) {tp['native_tok_s']} tok/s; pairs per reference: "
-        f"{len(tp['pairs'])}; intervals are 95 % bootstrap intervals of the median ratio, "
-        f"a verdict needs one within ±{NOISE_LIMIT:.0%}",
+        *_native_lines(tp),
     ]
-    if "best_native_ratio" in tp:
-        lines.append(
-            f"app at its {tp['app_threads']} decode threads over the native loop at its best "
-            f"count ({tp['best_native_threads']}, {tp['best_native_tok_s']} tok/s): "
-            f"{tp['best_native_ratio']} {tp['best_native_ratio_ci']}"
-        )
     if "prefill" in doc:
         pre = doc["prefill"]
         lines.append(
@@ -412,7 +433,7 @@ def table(doc: dict[str, Any]) -> str:
         only = next(key for key in doc if key != "machine")
         lines = _targets_table(doc, only + ".") + _server_lines(doc) + _download_lines(doc)
         lines += _parallel_lines(doc) + _speculative_lines(doc) + _vision_lines(doc)
-        lines += _panel_alone_lines(doc)
+        lines += _panel_alone_lines(doc) + _throughput_alone_lines(doc)
         lines += _window_cost_lines(doc) + _window_floor_lines(doc)
         return "\n".join(lines + _gpu_lines(doc))
     lines = _targets_table(doc)

@@ -59,18 +59,7 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
         setup.log("opening the app (its worker measures its decode threads)…")
         window = await open_app(setup, open_llama, setup.greedy, ThreadChoices(Path(folder)))
         try:
-            chosen = app_threads(window)
-            setup.log(f"  the app chose {chosen.n_threads} decode threads ({chosen.source})")
-            # The engines the bench opens later decode as the app's worker does.
-            setup.options = replace(
-                setup.options,
-                n_threads=chosen.n_threads,
-                n_threads_batch=chosen.n_threads_batch,
-            )
-            setup.log("decode and prompt speed at every thread count…")
-            threads = await thread_counts(setup, window, loops, chosen)
-            setup.log("throughput (raw, native and app interleaved)…")
-            tp = await throughput(setup, window, loops, threads["native_best"])
+            threads, tp = await _threads_and_throughput(setup, window, loops)
             setup.log("the window's floor (no text shown, one line, all of it; the native loop)…")
             floor = await window_floor(setup, window, loops)
             setup.log("loop lag (5 ms heartbeat while streaming)…")
@@ -104,6 +93,25 @@ async def _app_sections(setup: Setup, loops: BareLoops) -> dict[str, Any]:
         "window_cost": cost,
         "window_floor": floor,
     }
+
+
+async def _threads_and_throughput(
+    setup: Setup, window: MainWindow, loops: BareLoops
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``threads`` rows, then the throughput pairs against the native loop at its best."""
+    chosen = app_threads(window)
+    setup.log(f"  the app chose {chosen.n_threads} decode threads ({chosen.source})")
+    # The engines the bench opens later decode as the app's worker does.
+    setup.options = replace(
+        setup.options,
+        n_threads=chosen.n_threads,
+        n_threads_batch=chosen.n_threads_batch,
+    )
+    setup.log("decode and prompt speed at every thread count…")
+    threads = await thread_counts(setup, window, loops, chosen)
+    setup.log(f"throughput (raw, native and app interleaved, {setup.plan.pairs} pairs each)…")
+    tp = await throughput(setup, window, loops, threads["native_best"])
+    return threads, tp
 
 
 def _in_the_app_alone(
@@ -216,6 +224,19 @@ async def _window_floor_alone(setup: Setup) -> Any:
         loops.close()
 
 
+async def _throughput_alone(setup: Setup) -> Any:
+    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
+
+    async def both(setup: Setup, window: MainWindow) -> dict[str, Any]:
+        threads, tp = await _threads_and_throughput(setup, window, loops)
+        return {**tp, "threads": threads}
+
+    try:
+        return await _in_the_app_alone("the thread counts, then the throughput pairs", both)(setup)
+    finally:
+        loops.close()
+
+
 async def _vision_alone(setup: Setup) -> Any:
     setup.log("pictures: the projector, read once, Stop in the encoder…")
     quick = setup.plan.speculative_rounds < 2
@@ -231,6 +252,7 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
         "what the window's threads cost the decode threads", window_cost_section
     ),
     "window_floor": _window_floor_alone,
+    "throughput": _throughput_alone,
     "diagnostics_panel": _in_the_app_alone("diagnostics panel shown vs hidden", diagnostics_cost),
     "long_reply": _long_reply_alone,
     "large_messages": _large_messages_alone,
@@ -243,8 +265,10 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
 SECTIONS = tuple(_ALONE)
 """Sections ``floodgate bench --only`` can run alone (the rest share their setup).
 
-Alone, ``window_cost`` and ``diagnostics_panel`` open the app as the whole run does (its
-worker measures its decode threads first, unless ``--threads`` sets them); ``ttft_ms`` runs
+Alone, ``window_cost``, ``window_floor``, ``throughput`` and ``diagnostics_panel`` open the
+app as the whole run does (its worker measures its decode threads first, unless ``--threads``
+sets them); ``throughput`` runs the ``threads`` rows first, as the whole run does, to find the
+native loop's best count (its JSON holds them under ``throughput.threads``); ``ttft_ms`` runs
 at ``--threads`` (default: every physical core) rather than at the count the app's worker
 would measure, and without the prefill pairs' progress cost; ``parallel`` decodes at
 ``--threads`` too (default: every physical core).

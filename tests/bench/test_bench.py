@@ -365,7 +365,10 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert 1 / 3 < tp["app_tok_s"] / tp["raw_tok_s"] < 3
     assert 1 / 3 < tp["native_tok_s"] / tp["raw_tok_s"] < 3
     assert tp["app_threads"] == app["n_threads"]
-    assert tp["best_native_threads"] == threads["native_best"]
+    assert tp["rows_best_native_threads"] == threads["native_best"]
+    # The best count is whichever of the rows' best and the app's ran faster in the pairs.
+    assert tp["best_native_threads"] in {threads["native_best"], tp["app_threads"]}
+    assert tp["best_native_tok_s"] >= tp["native_tok_s"]
     for prefix in ("", "native_", "best_native_"):
         pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
         low, high = tp[f"{prefix}ratio_ci"]
@@ -688,11 +691,69 @@ def test_only_diagnostics_panel_runs_the_panel_section_alone(tmp_path: Path) -> 
     check_panel(doc["diagnostics_panel"])
 
 
-def run_only(section: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+@pytest.mark.model
+def test_only_throughput_runs_the_thread_rows_then_as_many_pairs_as_asked(tmp_path: Path) -> None:
+    proc, out = run_only("throughput", tmp_path, "--pairs", "2")
+    assert "tok/s at each thread count" in proc.stdout  # the rows that find the best count
+    assert "pairs per reference: 2;" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"throughput", "machine"}
+    tp = doc["throughput"]
+    threads = tp["threads"]
+    assert tp["rows_best_native_threads"] == threads["native_best"]
+    assert tp["best_native_threads"] in {threads["native_best"], tp["app_threads"]}
+    assert tp["best_native_tok_s"] >= tp["native_tok_s"]
+    assert tp["app_threads"] == threads["app"]["n_threads"]
+    for prefix in ("", "native_", "best_native_"):
+        pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
+        low, high = tp[f"{prefix}ratio_ci"]
+        assert len(pairs) == 2  # --pairs, not the quick plan's 3
+        assert min(pairs) <= low <= ratio <= high <= max(pairs)
+
+
+def test_the_native_loop_at_its_best_is_the_count_that_ran_faster_in_the_pairs() -> None:
+    from app.bench.measure import faster_native
+
+    app = [120.0, 122.0, 119.0]
+    at_two = Pairs(reference=[148.0, 150.0, 147.0], app=app)  # the app's count
+    # The threads rows' few rounds picked one thread, which the pairs ran slower.
+    at_one = Pairs(reference=[133.0, 131.0, 135.0], app=app)
+    assert faster_native({"native": at_two, "best_native": at_one}) == "native"
+    assert faster_native({"native": at_one, "best_native": at_two}) == "best_native"
+    assert faster_native({"native": at_two}) == "native"  # the rows agreed with the app
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--cpus", "0"], "--cpus: a CPU share must be above zero"),
+        (["--only", "throughput", "--pairs", "0"], "--pairs: at least 1, not 0"),
+    ],
+)
+def test_an_option_that_cannot_run_is_refused_before_the_run_starts(
+    option: list[str], message: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "bench", *option],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def run_only(
+    section: str, folder: Path, *options: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``floodgate bench --quick --only SECTION``: it ends well and shows each of its targets."""
     out = folder / f"{section}.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "app", "bench", "--quick", "--only", section, "--json", str(out)],
+        [
+            *[sys.executable, "-m", "app", "bench", "--quick", "--only", section],
+            *["--json", str(out), *options],
+        ],
         capture_output=True,
         text=True,
         timeout=900,  # a guard against a hang: a 2-core machine shared with other work is slow
