@@ -23,7 +23,7 @@ from typing import Any
 
 from app.bench.bare import BareLoops
 from app.bench.plan import FIREHOSE_RATE, FRAME, STORY, Setup
-from app.bench.stats import Pairs, Rate, interleaved_pairs, summary
+from app.bench.stats import Pairs, Rate, faster_count, interleaved_pairs, summary
 from app.bench.thread_times import read_threads
 from app.engine import BackendOpener, ChatMessage, GenerationSettings
 from app.flow.decode_threads import ThreadReport
@@ -140,25 +140,6 @@ async def app_rate(window: MainWindow) -> float:
     return shown_per_s(window)
 
 
-def faster_native(pairs: dict[str, Pairs]) -> str:
-    """Which of the native loop's references ran faster in the pairs: the best count's.
-
-    The ``threads`` rows pick the native loop's best count from a few rounds each, which the
-    machine's noise can tip: on a 2-core VM they picked 1 thread (124.3 against 122.0
-    tokens/s), and 40 pairs then ran it at 133.5 against 148.5 for 2, which made the app
-    "1.07 of the native loop at its best". Both counts run in every round of the pairs, so
-    the best is the one whose runs were faster there.
-
-    Args:
-        pairs: the throughput pairs by reference: ``native`` at the app's count, and
-            ``best_native`` at the rows' best count where that differs.
-    """
-    if "best_native" not in pairs:
-        return "native"  # the rows' best count is the app's: the same runs
-    rows_best = statistics.median(pairs["best_native"].reference)
-    return "best_native" if rows_best > statistics.median(pairs["native"].reference) else "native"
-
-
 async def throughput(
     setup: Setup, window: MainWindow, loops: BareLoops, best_native_threads: int
 ) -> dict[str, Any]:
@@ -196,7 +177,9 @@ async def throughput(
     pairs = await interleaved_pairs(
         setup.plan.pairs, references, lambda: app_rate(window), setup.log
     )
-    best_name = faster_native(pairs)
+    # Where the rows' best count is not the app's, both ran in every round: the faster there
+    # is the best (faster_count).
+    best_name = faster_count(pairs, "native", "best_native")
     best = pairs[best_name]
     every_app_run = [rate for p in pairs.values() for rate in p.app]
     return {

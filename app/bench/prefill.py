@@ -16,7 +16,7 @@ from typing import Any
 from app.bench.bare import BareLoops
 from app.bench.engine_drive import EngineThread, filler
 from app.bench.plan import Setup
-from app.bench.stats import Rate, interleaved_pairs
+from app.bench.stats import Rate, faster_count, interleaved_pairs
 from app.engine import ChatMessage, GenerationSettings
 from app.engine.llama import LlamaBackend
 
@@ -37,7 +37,9 @@ async def prefill(
         setup: the bench run.
         loops: the references' child process.
         threads_batch: the app's prompt threads (``Llama.eval`` gets the same for ``ratio``).
-        best_eval_threads: the count at which ``Llama.eval`` was fastest (``best_ratio``).
+        best_eval_threads: the count at which the ``threads`` rows found ``Llama.eval``
+            fastest (``rows_best_eval_threads``); ``best_ratio`` is over whichever of it and
+            ``threads_batch`` ran faster in the pairs (``best_eval_threads``).
     """
     messages = prefill_messages(setup)
     tokens = loops.prompt_tokens(messages)
@@ -78,13 +80,15 @@ async def prefill(
             thread.close(shown)
             thread.close(quiet)
     cost = pairs["quiet"].figures("without_progress", prefix="progress_cost_")
-    best_pairs = pairs.get("best", pairs["raw"])  # the same runs when the counts agree
+    best_name = faster_count(pairs, "raw", "best")
+    best_pairs = pairs[best_name]
     return {
         "prompt_tokens": len(tokens),
         "engine_prompt_tokens": engine_tokens,
         "threads_batch": threads_batch,
         **pairs["raw"].figures("raw"),
-        "best_eval_threads": best_eval_threads,
+        "best_eval_threads": best_eval_threads if best_name == "best" else threads_batch,
+        "rows_best_eval_threads": best_eval_threads,
         **best_pairs.figures("best_eval", prefix="best_"),
         "app_tok_s": round(statistics.median(pairs["raw"].app + pairs["quiet"].app), 2),
         **cost,

@@ -93,6 +93,27 @@ class Pairs:
         }
 
 
+def faster_count(pairs: dict[str, Pairs], at_app: str, at_best: str) -> str:
+    """Which of a reference's two thread counts ran faster in the pairs: the best count's name.
+
+    The ``threads`` rows pick a reference's best count from a few rounds each, which the
+    machine's noise can tip: on a 2-core VM they picked 1 decode thread for the native loop
+    (124.3 against 122.0 tokens/s), and 40 pairs then ran it at 133.5 against 148.5 for 2,
+    which made the app "1.07 of the native loop at its best". Where the rows' count is not
+    the app's, the reference runs at both in every round of the pairs, so the best is the
+    one whose runs were faster there.
+
+    Args:
+        pairs: the pairs by reference name.
+        at_app: the reference at the app's count.
+        at_best: the same reference at the rows' best count (absent where it is the app's).
+    """
+    if at_best not in pairs:
+        return at_app  # the rows' best count is the app's: the same runs
+    rows_best = statistics.median(pairs[at_best].reference)
+    return at_best if rows_best > statistics.median(pairs[at_app].reference) else at_app
+
+
 async def interleaved_pairs(
     rounds: int,
     references: dict[str, Rate],

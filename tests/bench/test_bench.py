@@ -26,7 +26,7 @@ import pytest
 
 from app.bench.plan import LARGE_CASES, SHAPES, TARGETS, Plan, Target
 from app.bench.report import NOISY, verdict
-from app.bench.stats import Pairs, interleaved_pairs, median_ci
+from app.bench.stats import Pairs, faster_count, interleaved_pairs, median_ci
 from app.bench.ttft import SHORT_REPLY
 from app.engine.devices import gpu_backend
 from tests.support.loop import Loop
@@ -462,7 +462,9 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert prefill["prompt_tokens"] == prefill["engine_prompt_tokens"] > 20
     assert prefill["prompt_tokens"] == threads["prefill_prompt_tokens"]
     assert prefill["threads_batch"] == app["n_threads_batch"]
-    assert prefill["best_eval_threads"] == threads["eval_best"]
+    assert prefill["rows_best_eval_threads"] == threads["eval_best"]
+    assert prefill["best_eval_threads"] in {threads["eval_best"], prefill["threads_batch"]}
+    assert prefill["best_eval_tok_s"] >= prefill["raw_tok_s"]  # the faster count in the pairs
     for prefix in ("", "best_"):
         assert 1 / 3 < prefill[f"{prefix}ratio"] < 3
         assert len(prefill[f"{prefix}pairs"]) == plan.prefill_pairs
@@ -711,16 +713,18 @@ def test_only_throughput_runs_the_thread_rows_then_as_many_pairs_as_asked(tmp_pa
         assert min(pairs) <= low <= ratio <= high <= max(pairs)
 
 
-def test_the_native_loop_at_its_best_is_the_count_that_ran_faster_in_the_pairs() -> None:
-    from app.bench.measure import faster_native
-
+def test_a_reference_at_its_best_is_the_count_that_ran_faster_in_the_pairs() -> None:
     app = [120.0, 122.0, 119.0]
     at_two = Pairs(reference=[148.0, 150.0, 147.0], app=app)  # the app's count
     # The threads rows' few rounds picked one thread, which the pairs ran slower.
     at_one = Pairs(reference=[133.0, 131.0, 135.0], app=app)
-    assert faster_native({"native": at_two, "best_native": at_one}) == "native"
-    assert faster_native({"native": at_one, "best_native": at_two}) == "best_native"
-    assert faster_native({"native": at_two}) == "native"  # the rows agreed with the app
+    assert faster_count({"native": at_two, "best_native": at_one}, "native", "best_native") == (
+        "native"
+    )
+    assert faster_count({"native": at_one, "best_native": at_two}, "native", "best_native") == (
+        "best_native"
+    )
+    assert faster_count({"raw": at_two}, "raw", "best") == "raw"  # the rows agreed with the app
 
 
 @pytest.mark.parametrize(
