@@ -15,7 +15,8 @@ From two readings around a reply:
 - ``updates_per_s``: the updates shown per second of the reply (at most the screen's 60: each
   costs the UI thread its time, so fewer cost the model less);
 - ``token_to_screen_ms_p95``: over every piece of the replies, from the worker producing it to
-  the end of the update that shows it (what the updates' pace costs the reader);
+  the end of the update that shows it (what the updates' pace costs the reader; the paint
+  that follows in the event loop's next turn, about a quarter of a millisecond, is not in it);
 - ``least_wait_ms_p95``: the least 95th percentile of the pieces' waits that any pump could
   reach on these replies' real arrivals with one update per frame, even knowing every arrival
   in advance, and with updates that cost no time (:func:`least_p95_wait`): the floor under
