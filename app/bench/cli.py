@@ -39,9 +39,10 @@ def main(argv: Sequence[str]) -> int:
         "--pairs",
         type=int,
         default=None,
-        help="throughput pairs per reference (default 15; 3 with --quick): more narrow the "
-        "intervals of the throughput ratios where the machine is noisy (40 take about 8 "
-        "minutes with --only throughput on a 2-core machine)",
+        help="pairs for the throughput ratios (per reference; default 15, 3 with --quick) and "
+        "the diagnostics panel's (default 9, 1 with --quick): more narrow their intervals "
+        "where the machine is noisy (40 take about 10 minutes with --only throughput on a "
+        "2-core machine)",
     )
     parser.add_argument(
         "--threads",

@@ -239,9 +239,15 @@ class Plan:
 
     @staticmethod
     def make(quick: bool, pairs: int | None = None) -> Plan:
-        """The full plan, or the quick one; ``pairs``, if given, replaces its throughput pairs."""
+        """The full plan, or the quick one.
+
+        Args:
+            quick: the short plan (for tests).
+            pairs: if given, the pairs of the throughput ratios (per reference) and of the
+                diagnostics panel's, instead of the plan's.
+        """
         plan = _QUICK if quick else _FULL
-        return plan if pairs is None else replace(plan, pairs=pairs)
+        return plan if pairs is None else replace(plan, pairs=pairs, panel_pairs=pairs)
 
 
 _QUICK = Plan(

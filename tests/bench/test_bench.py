@@ -685,12 +685,13 @@ def test_the_panel_ratio_holds_on_a_machine_that_slows_down_reply_by_reply(
 
 @pytest.mark.model
 def test_only_diagnostics_panel_runs_the_panel_section_alone(tmp_path: Path) -> None:
-    proc, out = run_only("diagnostics_panel", tmp_path)
+    proc, out = run_only("diagnostics_panel", tmp_path, "--pairs", "2")
     assert "diagnostics panel, replies alternating" in proc.stdout
     assert "the window's cost" not in proc.stdout  # another section's lines
     doc = json.loads(out.read_text())
     assert set(doc) == {"diagnostics_panel", "machine"}
     check_panel(doc["diagnostics_panel"])
+    assert len(doc["diagnostics_panel"]["pairs"]) == 2  # --pairs, not the quick plan's 1
 
 
 @pytest.mark.model
