@@ -29,6 +29,7 @@ from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.document_text import appended_text
 from app.ui.chat.rows.header import HeaderRow
+from app.ui.chat.rows.tail import Tail
 from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow, theme_for
 from app.ui.chat.rows.text_block import TextBlock
 from app.ui.window.sidebar import Sidebar
@@ -849,13 +850,13 @@ def test_a_paragraph_that_takes_no_tail_is_not_asked_again_at_every_word(
     # (each asking reads the paragraph's text and format, at every word it would cost a
     # streaming reply in Hebrew or Arabic more than the tail saves others).
     asked: list[int] = []
-    tail_of = document_text._tail_of
+    tail_of = document_text.tail_of
 
-    def counting(document: QTextDocument) -> document_text.Tail | None:
+    def counting(document: QTextDocument) -> Tail | None:
         asked.append(1)
         return tail_of(document)
 
-    monkeypatch.setattr(document_text, "_tail_of", counting)
+    monkeypatch.setattr(document_text, "tail_of", counting)
     view.begin_reply("Model")
     view.append_to_reply("שלום")
     for i in range(30):

@@ -29,7 +29,8 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizePolicy, QWidget
 from typing_extensions import override
 
-from app.ui.chat.rows.document_text import DocumentText, Tail, as_plain
+from app.ui.chat.rows.document_text import DocumentText, as_plain
+from app.ui.chat.rows.tail import Tail
 
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
 """The only links a click opens (in the system browser); other schemes are not followed."""
