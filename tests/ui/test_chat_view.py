@@ -24,12 +24,12 @@ from pytestqt.qtbot import QtBot
 from app.markdown.stream import render_blocks
 from app.store.database import ConversationSummary
 from app.ui.chat.chat_view import ChatView
-from app.ui.chat.rows import document_text
+from app.ui.chat.rows import tail as tails
 from app.ui.chat.rows.base import Row
 from app.ui.chat.rows.code import CodeRow
 from app.ui.chat.rows.document_text import appended_text
 from app.ui.chat.rows.header import HeaderRow
-from app.ui.chat.rows.tail import Tail
+from app.ui.chat.rows.tail import TailPlace
 from app.ui.chat.rows.text import FOLD_LINES, TextRow, ThinkingRow, theme_for
 from app.ui.chat.rows.text_block import TextBlock
 from app.ui.window.sidebar import Sidebar
@@ -788,6 +788,7 @@ def test_a_new_font_types_the_tail_in_first(view: ChatView) -> None:
     [
         ("שלום עולם", " ועוד"),  # right to left: a line may be reordered
         ("Mixed שלום", " words"),  # a line that holds right-to-left text
+        ("Left to right", " שלום"),  # right-to-left words after left-to-right text
         ("A word", "s"),  # not at a space: shaped with the word before it
     ],
 )
@@ -850,13 +851,13 @@ def test_a_paragraph_that_takes_no_tail_is_not_asked_again_at_every_word(
     # (each asking reads the paragraph's text and format, at every word it would cost a
     # streaming reply in Hebrew or Arabic more than the tail saves others).
     asked: list[int] = []
-    tail_of = document_text.tail_of
+    tail_of = tails.tail_of
 
-    def counting(document: QTextDocument) -> Tail | None:
+    def counting(document: QTextDocument) -> TailPlace | None:
         asked.append(1)
         return tail_of(document)
 
-    monkeypatch.setattr(document_text, "tail_of", counting)
+    monkeypatch.setattr(tails, "tail_of", counting)
     view.begin_reply("Model")
     view.append_to_reply("שלום")
     for i in range(30):

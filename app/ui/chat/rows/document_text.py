@@ -11,7 +11,6 @@ the document.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import OrderedDict
 
@@ -20,7 +19,7 @@ from PySide6.QtGui import QTextDocument, QTextOption
 from PySide6.QtWidgets import QWidget
 from shiboken6 import Shiboken
 
-from app.ui.chat.rows.tail import RIGHT_TO_LEFT, Tail, tail_of, type_in
+from app.ui.chat.rows.tail import Tail, TailPlace, type_in
 
 LIVE_DOCUMENTS = 300
 """At most this many blocks keep their laid-out document; the ones painted longest ago give
@@ -121,15 +120,8 @@ class DocumentText(QWidget):
         self._length: int | None = 0
         self._heights: dict[int, int] = {}
         self._ideal: QSize | None = None
-        self._tail = ""
+        self._tail = Tail()
         """Words typed after the document's last line and drawn there, not in it yet."""
-        self._tail_place: Tail | None = None
-        self._no_tail = False
-        """The last paragraph takes no tail, as typed words leave it: not asked again."""
-        self._tail_known = 0.0
-        """The width of the tail's words as last measured (words typed since come after it)."""
-        self._tail_most = 0.0
-        """The most the tail's width can be."""
         self.typed = 0
         """How many updates typed their words at the end (the tests count them)."""
         self.tailed = 0
@@ -149,7 +141,7 @@ class DocumentText(QWidget):
         Words drawn as the tail are typed in first.
         """
         document = self.shown_document
-        if self._tail:
+        if self._tail.text:
             self.settle()
         return document
 
@@ -162,15 +154,17 @@ class DocumentText(QWidget):
         return self._document
 
     @property
-    def tail(self) -> tuple[str, Tail] | None:
+    def tail(self) -> tuple[str, TailPlace] | None:
         """Words typed after the document's last line and where they are drawn, if any."""
-        place = self._tail_place
-        return (self._tail, place) if self._tail and place is not None else None
+        tail = self._tail
+        place = tail.place
+        return (tail.text, place) if tail.text and place is not None else None
 
     def settle(self) -> None:
         """Type the tail's words into the document, where they then are (nothing if none)."""
-        place, text, most = self._tail_place, self._tail, self._tail_most
-        self._drop_tail()
+        tail = self._tail
+        place, text, most = tail.place, tail.text, tail.most
+        tail.drop()
         document = self._document
         if document is None or place is None or not text:
             return
@@ -196,43 +190,6 @@ class DocumentText(QWidget):
         self.tailed += 1
         _keep(self)  # painted now: not the first to give its document up
         self.update(area)
-
-    def _drop_tail(self) -> None:
-        self._tail = ""
-        self._tail_place = None
-        self._tail_known = self._tail_most = 0.0
-
-    def _grow_tail(self, document: QTextDocument, added: str) -> QRect | None:
-        """Draw ``added`` as (more of) the tail, if it fits on the last line: the area to paint."""
-        place = self._tail_place
-        if not self._tail:
-            # Begun only at a space, so the tail is shaped apart from the text before it.
-            if self._no_tail or not added.startswith(" "):
-                return None
-            place = tail_of(document)
-            if place is None:
-                layout = document.lastBlock().layout()
-                self._no_tail = layout is not None and layout.lineCount() > 0  # else: not yet
-                return None
-        if place is None or RIGHT_TO_LEFT.search(added):
-            return None
-        text = self._tail + added
-        known = self._tail_known
-        most = self._tail_most + place.widest * len(added) if added.isascii() else math.inf
-        # Qt breaks a line where its text and its last glyph's overhang pass the line's end.
-        overhang = place.overhang if text[-1].isascii() else place.any_overhang
-        if not self._tail or place.x + most + overhang > place.right:
-            # It may not fit, or begins the tail: measured (a few times a line). The words
-            # typed later are then painted from the first word's end, where the document has
-            # nothing to draw.
-            most = known = place.metrics.horizontalAdvance(text)
-            if place.x + most + overhang > place.right:
-                return None
-        # Painted from the tail's width as last measured: the new words begin there or after.
-        area = place.area(self._tail_known, most + overhang)
-        self._tail, self._tail_place = text, place
-        self._tail_known, self._tail_most = known, most
-        return area
 
     def _make_document(self) -> QTextDocument:
         document = QTextDocument(self)
@@ -270,8 +227,8 @@ class DocumentText(QWidget):
             if self._plain is None:
                 # Kept: copying a selection across thousands of rows reads it from each. The
                 # tail's words are in the HTML the document is made again from.
-                self._plain = as_plain(self._document.toPlainText()) + self._tail
-            self._drop_tail()
+                self._plain = as_plain(self._document.toPlainText()) + self._tail.text
+            self._tail.drop()
             document, self._document = self._document, None
             document.setParent(None)  # freed with its last reference, now
 
@@ -294,8 +251,7 @@ class DocumentText(QWidget):
                 selection's offsets still cover all of ``text``.
         """
         self._format = Qt.TextFormat.PlainText
-        self._drop_tail()
-        self._no_tail = False
+        self._tail = Tail()
         self._full = None if shown is None else text
         self._laid = text if shown is None else shown
         self._new_content()
@@ -333,15 +289,15 @@ class DocumentText(QWidget):
         else:
             added = appended_text(self._html, html)
         owed, self._resize_owed = self._resize_owed, False
-        tail = None
+        area = None  # what to paint where the words are drawn as the tail
         if document is not None and added is not None and self._wrap:
-            tail = self._grow_tail(document, added)
+            area = self._tail.grow(document, added)
         self._format = Qt.TextFormat.RichText
         self._html = html
         self._laid = ""
         self._full = None
-        if tail is not None:
-            self._tail_grown(tail, owed)
+        if area is not None:
+            self._tail_grown(area, owed)
             return
         self._new_content()
         if document is not None and added is not None:
@@ -349,8 +305,8 @@ class DocumentText(QWidget):
             # text before them: the document lays out only its last paragraph again. Lines
             # above the last one keep their breaks (Qt breaks lines greedily), so only the
             # last line down is painted again: a paragraph of ten lines repaints one.
-            added = self._tail + added
-            self._drop_tail()
+            added = self._tail.text + added
+            self._tail.drop()
             changed_from = _last_line_top(document)
             height = document.size().height()
             type_in(document, added)
@@ -362,8 +318,7 @@ class DocumentText(QWidget):
             self.resized = owed or not self._wrap or document.size().height() != height
         else:
             changed_from = 0
-            self._drop_tail()  # in the HTML set whole
-            self._no_tail = False
+            self._tail = Tail()  # in the HTML set whole
             if document is not None:
                 if style_sheet != self._style_sheet:
                     document.setDefaultStyleSheet(style_sheet)

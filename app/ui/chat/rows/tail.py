@@ -2,14 +2,15 @@
 
 Typing a word into a laid-out document makes Qt lay its whole paragraph out again; a word that
 fits on the last line moves nothing above it. So the paragraph's
-:class:`~app.ui.chat.rows.document_text.DocumentText` keeps such words as its tail, to be
-drawn after the line (where :func:`tail_of` says, as :class:`Tail` describes it), and types
-them in (:func:`type_in`) when a word does not fit, or when anything reads the document;
+:class:`~app.ui.chat.rows.document_text.DocumentText` keeps such words as its :class:`Tail`,
+drawn after the line (where :func:`tail_of` says, as :class:`TailPlace` describes it), and
+types them in (:func:`type_in`) when a word does not fit, or when anything reads the document;
 :class:`~app.ui.chat.rows.text_block.TextBlock` paints them.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ def _ascii_extent(font: QFont, metrics: QFontMetricsF) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Tail:
+class TailPlace:
     """Where words typed after a paragraph's last line are drawn before the document has them.
 
     Typing a word into a laid-out document makes Qt lay its whole paragraph out again (0.07 ms
@@ -106,7 +107,7 @@ class Tail:
         return QPointF(self.x, self.baseline)
 
 
-def tail_of(document: QTextDocument) -> Tail | None:
+def tail_of(document: QTextDocument) -> TailPlace | None:
     """Where words typed at the end of ``document`` would be drawn, if they may be drawn so."""
     block = document.lastBlock()
     layout = block.layout()
@@ -142,7 +143,7 @@ def tail_of(document: QTextDocument) -> Tail | None:
     x = origin.x() + line.x() + line.naturalTextWidth()
     metrics = QFontMetricsF(font)
     widest, overhang = _ascii_extent(font, metrics)
-    return Tail(
+    return TailPlace(
         x=x,
         baseline=top + line.ascent(),
         top=int(top),
@@ -168,3 +169,74 @@ def type_in(document: QTextDocument, text: str) -> None:
     cursor.movePosition(QTextCursor.MoveOperation.End)
     cursor.insertText(text)
     cursor.endEditBlock()
+
+
+class Tail:
+    """A paragraph's tail: words typed after its last line, drawn there and not in it yet.
+
+    Attributes:
+        text: the words ("" when there are none).
+        place: where they are drawn (None when there are none).
+        refused: the paragraph takes no tail, as typed words leave it: not asked again.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.place: TailPlace | None = None
+        self.refused = False
+        self._known = 0.0
+        """The width of the words as last measured (words added since come after it)."""
+        self._most = 0.0
+        """The most the words' width can be."""
+
+    @property
+    def most(self) -> float:
+        """The most the words' width can be (what they were measured at, or a bound)."""
+        return self._most
+
+    def drop(self) -> None:
+        """No words any more (typed in, or given up with the text they followed)."""
+        self.text = ""
+        self.place = None
+        self._known = self._most = 0.0
+
+    def grow(self, document: QTextDocument, added: str) -> QRect | None:
+        """Draw ``added`` as (more of) the tail, if it fits on the last line: the area to paint.
+
+        Args:
+            document: the paragraph's laid-out document, without the tail's words.
+            added: the words typed after the tail's.
+
+        Returns:
+            The rectangle to paint, in the document; None where the words are to be typed in
+            (with the tail's, which the caller then drops).
+        """
+        place = self.place
+        if not self.text:
+            # Begun only at a space, so the tail is shaped apart from the text before it.
+            if self.refused or not added.startswith(" "):
+                return None
+            place = tail_of(document)
+            if place is None:
+                layout = document.lastBlock().layout()
+                self.refused = layout is not None and layout.lineCount() > 0  # else: not yet
+                return None
+        if place is None or RIGHT_TO_LEFT.search(added):
+            return None
+        text = self.text + added
+        known = self._known
+        most = self._most + place.widest * len(added) if added.isascii() else math.inf
+        # Qt breaks a line where its text and its last glyph's overhang pass the line's end.
+        overhang = place.overhang if text[-1].isascii() else place.any_overhang
+        if not self.text or place.x + most + overhang > place.right:
+            # It may not fit, or begins the tail: measured (a few times a line). The words
+            # typed later are then painted from the first word's end, where the document has
+            # nothing to draw.
+            most = known = place.metrics.horizontalAdvance(text)
+            if place.x + most + overhang > place.right:
+                return None
+        # Painted from the tail's width as last measured: the new words begin there or after.
+        area = place.area(self._known, most + overhang)
+        self.text, self.place = text, place
+        self._known, self._most = known, most
+        return area

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from typing_extensions import override
 
 from app.ui.chat.rows.document_text import DocumentText, as_plain
-from app.ui.chat.rows.tail import Tail
+from app.ui.chat.rows.tail import TailPlace
 
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
 """The only links a click opens (in the system browser); other schemes are not followed."""
@@ -270,7 +270,7 @@ class TextBlock(DocumentText):
         if tail is not None:
             self._draw_tail(painter, *tail)
 
-    def _draw_tail(self, painter: QPainter, text: str, place: Tail) -> None:
+    def _draw_tail(self, painter: QPainter, text: str, place: TailPlace) -> None:
         """Draw words typed after the document's last line where typing them would show them."""
         painter.setLayoutDirection(Qt.LayoutDirection.LeftToRight)
         painter.setFont(place.font)
