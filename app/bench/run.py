@@ -212,29 +212,29 @@ async def _speculative_alone(setup: Setup) -> Any:
     return speculative(setup)
 
 
-async def _window_floor_alone(setup: Setup) -> Any:
-    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
-    try:
-        alone = _in_the_app_alone(
-            "the window's floor (no text shown, one line, all of it; the native loop)",
-            lambda setup, window: window_floor(setup, window, loops),
-        )
-        return await alone(setup)
-    finally:
-        loops.close()
+def _in_the_app_with_loops_alone(
+    what: str, section: Callable[[Setup, MainWindow, BareLoops], Awaitable[dict[str, Any]]]
+) -> Callable[[Setup], Awaitable[dict[str, Any]]]:
+    """A section that runs in the app beside the bare child's loops, alone."""
+
+    async def alone(setup: Setup) -> dict[str, Any]:
+        loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
+        try:
+            in_the_app = _in_the_app_alone(
+                what, lambda setup, window: section(setup, window, loops)
+            )
+            return await in_the_app(setup)
+        finally:
+            loops.close()
+
+    return alone
 
 
-async def _throughput_alone(setup: Setup) -> Any:
-    loops = BareLoops(setup.model, setup.options, setup.plan.max_tokens)
-
-    async def both(setup: Setup, window: MainWindow) -> dict[str, Any]:
-        threads, tp = await _threads_and_throughput(setup, window, loops)
-        return {**tp, "threads": threads}
-
-    try:
-        return await _in_the_app_alone("the thread counts, then the throughput pairs", both)(setup)
-    finally:
-        loops.close()
+async def _throughput_with_rows(
+    setup: Setup, window: MainWindow, loops: BareLoops
+) -> dict[str, Any]:
+    threads, tp = await _threads_and_throughput(setup, window, loops)
+    return {**tp, "threads": threads}
 
 
 async def _vision_alone(setup: Setup) -> Any:
@@ -251,8 +251,12 @@ _ALONE: dict[str, Callable[[Setup], Awaitable[Any]]] = {
     "window_cost": _in_the_app_alone(
         "what the window's threads cost the decode threads", window_cost_section
     ),
-    "window_floor": _window_floor_alone,
-    "throughput": _throughput_alone,
+    "window_floor": _in_the_app_with_loops_alone(
+        "the window's floor (no text shown, one line, all of it; the native loop)", window_floor
+    ),
+    "throughput": _in_the_app_with_loops_alone(
+        "the thread counts, then the throughput pairs", _throughput_with_rows
+    ),
     "diagnostics_panel": _in_the_app_alone("diagnostics panel shown vs hidden", diagnostics_cost),
     "long_reply": _long_reply_alone,
     "large_messages": _large_messages_alone,

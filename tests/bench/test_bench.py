@@ -365,15 +365,7 @@ def test_quick_bench_writes_complete_sane_json(tmp_path: Path, model_path: Path)
     assert 1 / 3 < tp["app_tok_s"] / tp["raw_tok_s"] < 3
     assert 1 / 3 < tp["native_tok_s"] / tp["raw_tok_s"] < 3
     assert tp["app_threads"] == app["n_threads"]
-    assert tp["rows_best_native_threads"] == threads["native_best"]
-    # The best count is whichever of the rows' best and the app's ran faster in the pairs.
-    assert tp["best_native_threads"] in {threads["native_best"], tp["app_threads"]}
-    assert tp["best_native_tok_s"] >= tp["native_tok_s"]
-    for prefix in ("", "native_", "best_native_"):
-        pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
-        low, high = tp[f"{prefix}ratio_ci"]
-        assert len(pairs) == plan.pairs
-        assert min(pairs) <= low <= ratio <= high <= max(pairs)
+    check_throughput_pairs(tp, threads, plan.pairs)
     for key in ("loop_lag_ms", "token_to_screen_ms", "frame_cost_ms"):
         assert is_distribution(doc[key]), key
     assert is_distribution(doc["stop_decode_ms"])
@@ -702,15 +694,20 @@ def test_only_throughput_runs_the_thread_rows_then_as_many_pairs_as_asked(tmp_pa
     doc = json.loads(out.read_text())
     assert set(doc) == {"throughput", "machine"}
     tp = doc["throughput"]
-    threads = tp["threads"]
+    assert tp["app_threads"] == tp["threads"]["app"]["n_threads"]
+    check_throughput_pairs(tp, tp["threads"], 2)  # --pairs, not the quick plan's 3
+
+
+def check_throughput_pairs(tp: dict[str, Any], threads: dict[str, Any], count: int) -> None:
+    """The throughput section's pairs (``count`` per reference) and the native loop's best."""
     assert tp["rows_best_native_threads"] == threads["native_best"]
+    # The best count is whichever of the rows' best and the app's ran faster in the pairs.
     assert tp["best_native_threads"] in {threads["native_best"], tp["app_threads"]}
     assert tp["best_native_tok_s"] >= tp["native_tok_s"]
-    assert tp["app_threads"] == threads["app"]["n_threads"]
     for prefix in ("", "native_", "best_native_"):
         pairs, ratio = tp[f"{prefix}pairs"], tp[f"{prefix}ratio"]
         low, high = tp[f"{prefix}ratio_ci"]
-        assert len(pairs) == 2  # --pairs, not the quick plan's 3
+        assert len(pairs) == count
         assert min(pairs) <= low <= ratio <= high <= max(pairs)
 
 
